@@ -1,0 +1,122 @@
+/*
+ * adam.cu — Adam on the flat fp32 parameter vector and the target-network update, one flat
+ * kernel each (all parameters live in one allocation carved by native/src/common/layout.h).
+ *
+ *   fh_adam_kernel     g' = g * (*grad_scale); m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ *                      p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps); shadow = (T) p.
+ *                      t = *step + 1 comes from a device counter so a captured graph replays
+ *                      correctly; a 1-thread kernel launched after it bumps the counter.
+ *   fh_target_kernel   hard copy every K steps (step read on the device) or Polyak tau each step.
+ *
+ * Pad rows of the layout have zero gradient, so they stay zero (m = v = 0, update 0).
+ */
+#include "net_kernels.cuh"
+
+static constexpr int kAdamBlock = 256;
+static constexpr int kAdamMaxBlocks = 132 * 8;
+
+__device__ __forceinline__ float fh_adam_update(float p, float g, float& m, float& v, float lr, float b1, float b2,
+                                                float eps, float bc1, float bc2) {
+  m = b1 * m + (1.0f - b1) * g;
+  v = b2 * v + (1.0f - b2) * g * g;
+  float mhat = m / bc1;
+  float vhat = v / bc2;
+  return p - lr * mhat / (sqrtf(vhat) + eps);
+}
+
+template <typename T>
+static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow,
+                                      const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+                                      const float* __restrict__ grad_scale, const int64_t* __restrict__ step,
+                                      float lr, float b1, float b2, float eps) {
+  const int64_t t = *step + 1;
+  const float bc1 = 1.0f - powf(b1, (float)t);
+  const float bc2 = 1.0f - powf(b2, (float)t);
+  const float sc = grad_scale ? *grad_scale : 1.0f;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float mi = m[i], vi = v[i];
+    float pi = fh_adam_update(p[i], g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    if (shadow) shadow[i] = fh_from_f32<T>(pi);
+  }
+}
+
+static __global__ void fh_step_bump_kernel(int64_t* step) { *step += 1; }
+
+template <typename T>
+fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, const float* grad_scale,
+                         int64_t* step, float lr, float beta1, float beta2, float eps, cudaStream_t s) {
+  int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
+  if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
+  if (blocks < 1) blocks = 1;
+  fh_adam_kernel<T><<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, shadow, g, m, v, grad_scale, step, lr, beta1, beta2,
+                                                           eps);
+  FH_LAUNCH_CHECK();
+  fh_step_bump_kernel<<<1, 1, 0, s>>>(step);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+static __global__ void fh_adam_plain_kernel(int64_t n, float* __restrict__ p, const float* __restrict__ g,
+                                            float* __restrict__ m, float* __restrict__ v, float lr, float b1,
+                                            float b2, float eps, float bc1, float bc2) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float mi = m[i], vi = v[i];
+    p[i] = fh_adam_update(p[i], g[i], mi, vi, lr, b1, b2, eps, bc1, bc2);
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+
+fh_status fh_launch_adam_plain(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+                               float beta2, float eps, int64_t step, cudaStream_t s) {
+  if (n <= 0) return FH_OK;
+  int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
+  if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
+  const float bc1 = 1.0f - powf(beta1, (float)step);
+  const float bc2 = 1.0f - powf(beta2, (float)step);
+  fh_adam_plain_kernel<<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, g, m, v, lr, beta1, beta2, eps, bc1, bc2);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template <typename T>
+static __global__ void fh_target_kernel(int64_t n, const float* __restrict__ online, float* __restrict__ tgt,
+                                        T* __restrict__ shadow, const int64_t* __restrict__ step, int every,
+                                        float tau) {
+  float mix;
+  if (tau > 0.0f) {
+    mix = tau;
+  } else {
+    /* *step is the number of optimiser steps taken so far (already bumped by Adam) */
+    if (every <= 0 || (*step % every) != 0) return;
+    mix = 1.0f;
+  }
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float x = mix == 1.0f ? online[i] : mix * online[i] + (1.0f - mix) * tgt[i];
+    tgt[i] = x;
+    if (shadow) shadow[i] = fh_from_f32<T>(x);
+  }
+}
+
+template <typename T>
+fh_status fh_launch_target_update(int64_t n, const float* online, float* tgt, T* shadow, const int64_t* step,
+                                  int every, float tau, cudaStream_t s) {
+  int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
+  if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
+  if (blocks < 1) blocks = 1;
+  fh_target_kernel<T><<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, online, tgt, shadow, step, every, tau);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template fh_status fh_launch_adam<float>(int64_t, float*, float*, const float*, float*, float*, const float*, int64_t*,
+                                         float, float, float, float, cudaStream_t);
+template fh_status fh_launch_adam<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, const float*,
+                                           int64_t*, float, float, float, float, cudaStream_t);
+template fh_status fh_launch_target_update<float>(int64_t, const float*, float*, float*, const int64_t*, int, float,
+                                                  cudaStream_t);
+template fh_status fh_launch_target_update<fh_bf16>(int64_t, const float*, float*, fh_bf16*, const int64_t*, int,
+                                                    float, cudaStream_t);

@@ -1,0 +1,199 @@
+/*
+ * loss.cu — the BDQ / double-DQN loss of one batch and its gradient w.r.t. the head logits of
+ * online(s) (DESIGN §5), fused in one kernel, one warp per sample.
+ *
+ * Per sample i (atoms > 1):
+ *   a*_d   = argmax_a Q_online,d(s', a)                 (first max on ties)
+ *   m      = mean_d softmax(target logits_d(s', a*_d))   (atoms)
+ *   tgt    = C51 projection of m onto the support after ret_i + disc_i * z
+ *   CE_d   = -sum_j tgt_j log softmax(online logits_d(s, a_d))_j
+ *   loss_i = mean_d CE_d,  signal_i = sum_d CE_d,  wloss_i = w_i * loss_i
+ * atoms == 1: y = ret + disc * mean_d Q_target,d(s', a*_d); Huber(y - Q_d(s, a_d)); signal = sum_d |TD|.
+ *
+ * Gradient of L = (1/B) sum_i w_i loss_i w.r.t. the logits (written with `=`, whole rows, pads 0):
+ *   g_d,j = (w_i / (B nb)) (p_d,j - tgt_j)          (CE)   or  -(w_i / (B nb)) clip(td, ±delta)  (Huber)
+ *   dV_j  = sum_d g_d,j;   dA_d(a, j) = g_d,j ([a == a_d] - 1/n_d)       (dueling backward)
+ *
+ * Launch: 128 threads (4 samples) per block; atoms <= 64; actions outside range are clamped.
+ */
+#include "net_kernels.cuh"
+#include "net_device.cuh"
+
+static constexpr int kLossBlock = 128;
+static constexpr int kWarpsPerBlock = kLossBlock / 32;
+
+/* C51 projection (scatter form), done by one lane; m and out are shared arrays of `atoms`. */
+__device__ static void fh_dev_c51_project(int atoms, float v_min, float v_max, const float* m, float ret, float disc,
+                                          float* out) {
+  const float dz = (v_max - v_min) / (float)(atoms - 1);
+  for (int j = 0; j < atoms; ++j) out[j] = 0.0f;
+  for (int j = 0; j < atoms; ++j) {
+    float tz = ret + disc * (v_min + (float)j * dz);
+    tz = fminf(fmaxf(tz, v_min), v_max);
+    float b = (tz - v_min) / dz;
+    int l = (int)floorf(b), u = (int)ceilf(b);
+    if (l < 0) l = 0;
+    if (u > atoms - 1) u = atoms - 1;
+    if (l == u) {
+      out[l] += m[j];
+    } else {
+      out[l] += m[j] * ((float)u - b);
+      out[u] += m[j] * (b - (float)l);
+    }
+  }
+}
+
+__device__ static int fh_dev_argmax_q(const fh_heads_view& h, int i, int d, int lane) {
+  int best = 0;
+  float bq = -INFINITY;
+  for (int a = 0; a < h.n[d]; ++a) {
+    float q = fh_dev_expected_q(h, i, d, a, lane);
+    if (q > bq) {
+      bq = q;
+      best = a;
+    }
+  }
+  return best;
+}
+
+template <typename T>
+static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_sn, fh_heads_view tg_sn,
+                                          const int32_t* __restrict__ act, const float* __restrict__ ret,
+                                          const float* __restrict__ disc, const float* __restrict__ weight, int B,
+                                          float huber_delta, float* __restrict__ wloss, float* __restrict__ signal,
+                                          fh_heads_grad<T> grad) {
+  __shared__ float s_m[kWarpsPerBlock][FH_MAX_ATOMS_GPU];
+  __shared__ float s_t[kWarpsPerBlock][FH_MAX_ATOMS_GPU];
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kWarpsPerBlock + w;
+  if (i >= B) return;
+  const int nb = on_s.nb, atoms = on_s.atoms;
+  const float coef = weight[i] / ((float)B * (float)nb);
+  float* sm = s_m[w];
+  float* st = s_t[w];
+
+  /* target distribution (or target value) from the double-DQN actions */
+  float y = 0.0f;
+  for (int k = lane; k < FH_MAX_ATOMS_GPU; k += 32) sm[k] = 0.0f;
+  __syncwarp();
+  for (int d = 0; d < nb; ++d) {
+    int astar = fh_dev_argmax_q(on_sn, i, d, lane);
+    if (atoms <= 1) {
+      y += fh_dev_expected_q(tg_sn, i, d, astar, lane);
+    } else {
+      float x[FH_ATOMS_PER_LANE];
+      fh_dev_logits(tg_sn, i, d, astar, lane, x);
+      fh_dev_softmax(tg_sn, lane, x);
+#pragma unroll
+      for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
+        int j = lane + 32 * k;
+        if (j < atoms) sm[j] += x[k] / (float)nb;
+      }
+    }
+  }
+  __syncwarp();
+  if (atoms > 1) {
+    if (lane == 0) fh_dev_c51_project(atoms, on_s.v_min, on_s.v_max, sm, ret[i], disc[i], st);
+  } else {
+    y = ret[i] + disc[i] * (y / (float)nb);
+  }
+  __syncwarp();
+
+  /* online(s): loss and gradient per branch */
+  float dv[FH_ATOMS_PER_LANE] = {};
+  float loss_sum = 0.0f, sig = 0.0f;
+  for (int d = 0; d < nb; ++d) {
+    const int n = on_s.n[d];
+    int ad = act[(int64_t)i * 3 + d];
+    ad = ad < 0 ? 0 : (ad >= n ? n - 1 : ad);
+    float x[FH_ATOMS_PER_LANE];
+    fh_dev_logits(on_s, i, d, ad, lane, x);
+    float g[FH_ATOMS_PER_LANE];
+    if (atoms > 1) {
+      float lse = 0.0f;
+      {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) mx = fmaxf(mx, x[k]);
+        mx = fh_warp_max(mx);
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < FH_ATOMS_PER_LANE; ++k)
+          if (lane + 32 * k < atoms) s += expf(x[k] - mx);
+        lse = mx + logf(fh_warp_sum(s));
+      }
+      float ce = 0.0f;
+#pragma unroll
+      for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
+        int j = lane + 32 * k;
+        if (j < atoms) {
+          float logp = x[k] - lse;
+          ce -= st[j] * logp;
+          g[k] = coef * (expf(logp) - st[j]);
+        } else {
+          g[k] = 0.0f;
+        }
+      }
+      ce = fh_warp_sum(ce);
+      loss_sum += ce;
+      sig += ce;
+    } else {
+      float q = __shfl_sync(0xffffffffu, x[0], 0);
+      float td = y - q;
+      float atd = fabsf(td);
+      float l = atd <= huber_delta ? 0.5f * td * td : huber_delta * (atd - 0.5f * huber_delta);
+      loss_sum += l;
+      sig += atd;
+      float c = fminf(fmaxf(td, -huber_delta), huber_delta);
+      g[0] = lane == 0 ? -coef * c : 0.0f;
+      g[1] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) dv[k] += g[k];
+    /* dueling backward into this branch's advantage row (all actions), pads zero */
+    T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
+    const float inv_n = 1.0f / (float)n;
+    /* Each lane writes the atoms it owns for every action (row length n*atoms, then pads). */
+#pragma unroll
+    for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
+      int j = lane + 32 * k;
+      if (j < atoms) {
+        for (int a = 0; a < n; ++a) {
+          float f = (a == ad ? 1.0f : 0.0f) - inv_n;
+          arow[a * atoms + j] = fh_from_f32<T>(g[k] * f);
+        }
+      }
+    }
+    for (int c = n * atoms + lane; c < grad.lda[d]; c += 32) arow[c] = fh_from_f32<T>(0.0f);
+  }
+  T* vrow = grad.v + (int64_t)i * grad.ldv;
+#pragma unroll
+  for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
+    int j = lane + 32 * k;
+    if (j < atoms) vrow[j] = fh_from_f32<T>(dv[k]);
+  }
+  for (int c = atoms + lane; c < grad.ldv; c += 32) vrow[c] = fh_from_f32<T>(0.0f);
+  if (lane == 0) {
+    float li = loss_sum / (float)nb;
+    wloss[i] = weight[i] * li;
+    signal[i] = sig;
+  }
+}
+
+template <typename T>
+fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_sn, const fh_heads_view& tg_sn,
+                             const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
+                             float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
+  if (B <= 0) return FH_OK;
+  fh_bdq_loss_kernel<T><<<CEIL_DIV(B, kWarpsPerBlock), kLossBlock, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight,
+                                                                           B, huber_delta, wloss, signal, grad);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template fh_status fh_launch_bdq_loss<float>(const fh_heads_view&, const fh_heads_view&, const fh_heads_view&,
+                                             const int32_t*, const float*, const float*, const float*, int, float,
+                                             float*, float*, fh_heads_grad<float>, cudaStream_t);
+template fh_status fh_launch_bdq_loss<fh_bf16>(const fh_heads_view&, const fh_heads_view&, const fh_heads_view&,
+                                               const int32_t*, const float*, const float*, const float*, int, float,
+                                               float*, float*, fh_heads_grad<fh_bf16>, cudaStream_t);

@@ -1,0 +1,142 @@
+/*
+ * net.cu — the elementwise parts of the network's forward and backward (the GEMMs are cuBLASLt,
+ * in native/src/cuda/gemm_cublaslt.cpp).
+ *
+ *   fh_cast / fh_cast_2d      fp32 -> T copies (bf16 shadows of params, input batches)
+ *   fh_relu_bwd_colsum         dy *= (act > 0) in place, then bias_grad (n) = column sums of dy.
+ *                              Two passes (per-chunk partials, then a fixed-order sum), so the
+ *                              result is bit-identical run to run (graph on/off equality).
+ *   fh_expected_q              dueling combine + softmax over atoms + sum p z -> Q (B, sum n)
+ *
+ * Launch constraints: B, n < 2^31; ld >= n.
+ */
+#include "net_kernels.cuh"
+#include "net_device.cuh"
+
+static constexpr int kCastBlock = 256;
+static constexpr int kColsumRows = 128;   /* rows per partial chunk */
+static constexpr int kColsumTx = 32, kColsumTy = 8;
+
+template <typename T>
+static __global__ void fh_cast_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (; i < n; i += stride) dst[i] = fh_from_f32<T>(src[i]);
+}
+
+template <typename T>
+fh_status fh_launch_cast(const float* src, T* dst, int64_t n, cudaStream_t s) {
+  if (n <= 0) return FH_OK;
+  int64_t blocks = CEIL_DIV(n, (int64_t)kCastBlock);
+  if (blocks > 65535 * 8) blocks = 65535 * 8;
+  fh_cast_kernel<T><<<(unsigned)blocks, kCastBlock, 0, s>>>(src, dst, n);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template <typename T>
+static __global__ void fh_cast_2d_kernel(const float* __restrict__ src, int lds, T* __restrict__ dst, int ldd,
+                                         int rows, int cols) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t total = (int64_t)rows * ldd;
+  if (i >= total) return;
+  int r = (int)(i / ldd), c = (int)(i % ldd);
+  dst[i] = fh_from_f32<T>(c < cols ? src[(int64_t)r * lds + c] : 0.0f);
+}
+
+template <typename T>
+fh_status fh_launch_cast_2d(const float* src, int lds, T* dst, int ldd, int rows, int cols, cudaStream_t s) {
+  int64_t total = (int64_t)rows * ldd;
+  if (total <= 0) return FH_OK;
+  fh_cast_2d_kernel<T><<<(unsigned)CEIL_DIV(total, (int64_t)kCastBlock), kCastBlock, 0, s>>>(src, lds, dst, ldd,
+                                                                                            rows, cols);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+int64_t fh_colsum_partial_floats(int B, int n) { return (int64_t)CEIL_DIV(B, kColsumRows) * n; }
+
+/* grid (ceil(n/32), chunks), block (32, 8). */
+template <typename T>
+static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* __restrict__ act, int ld, int B,
+                                                  int n, float* __restrict__ partial) {
+  __shared__ float sm[kColsumTy][kColsumTx + 1];
+  int col = blockIdx.x * kColsumTx + threadIdx.x;
+  int r0 = blockIdx.y * kColsumRows;
+  int r1 = min(B, r0 + kColsumRows);
+  float acc = 0.0f;
+  if (col < n) {
+    for (int r = r0 + threadIdx.y; r < r1; r += kColsumTy) {
+      int64_t off = (int64_t)r * ld + col;
+      float g = fh_to_f32<T>(dy[off]);
+      if (act != nullptr) {
+        if (!(fh_to_f32<T>(act[off]) > 0.0f)) {
+          g = 0.0f;
+          dy[off] = fh_from_f32<T>(0.0f);
+        }
+      }
+      acc += g;
+    }
+  }
+  sm[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    float t = 0.0f;
+    for (int y = 0; y < kColsumTy; ++y) t += sm[y][threadIdx.x];
+    partial[(int64_t)blockIdx.y * n + col] = t;
+  }
+}
+
+static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
+                                               float* __restrict__ out) {
+  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= n) return;
+  float t = 0.0f;
+  for (int c = 0; c < chunks; ++c) t += partial[(int64_t)c * n + col];
+  out[col] = t;
+}
+
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
+                                    cudaStream_t s) {
+  if (B <= 0 || n <= 0) return FH_OK;
+  int chunks = CEIL_DIV(B, kColsumRows);
+  dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
+  fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
+  FH_LAUNCH_CHECK();
+  fh_colsum_finish_kernel<<<CEIL_DIV(n, 128), 128, 0, s>>>(partial, chunks, n, bias_grad);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+/* One warp per sample. */
+static __global__ void fh_expected_q_kernel(fh_heads_view h, int B, float* __restrict__ q, int ldq) {
+  int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  int lane = threadIdx.x & 31;
+  if (warp >= B) return;
+  int col = 0;
+  for (int d = 0; d < h.nb; ++d) {
+    for (int a = 0; a < h.n[d]; ++a) {
+      float qa = fh_dev_expected_q(h, warp, d, a, lane);
+      if (lane == 0) q[(int64_t)warp * ldq + col + a] = qa;
+    }
+    col += h.n[d];
+  }
+}
+
+fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s) {
+  if (B <= 0) return FH_OK;
+  const int block = 128;
+  fh_expected_q_kernel<<<CEIL_DIV(B * 32, block), block, 0, s>>>(h, B, q, ldq);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template fh_status fh_launch_cast<float>(const float*, float*, int64_t, cudaStream_t);
+template fh_status fh_launch_cast<fh_bf16>(const float*, fh_bf16*, int64_t, cudaStream_t);
+template fh_status fh_launch_cast_2d<float>(const float*, int, float*, int, int, int, cudaStream_t);
+template fh_status fh_launch_cast_2d<fh_bf16>(const float*, int, fh_bf16*, int, int, int, cudaStream_t);
+template fh_status fh_launch_relu_bwd_colsum<float>(float*, const float*, int, int, int, float*, float*,
+                                                    cudaStream_t);
+template fh_status fh_launch_relu_bwd_colsum<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
+                                                      cudaStream_t);

@@ -1,0 +1,100 @@
+/*
+ * net_kernels.cuh — launchers of the network's non-GEMM kernels (net.cu, loss.cu, adam.cu,
+ * gradnorm.cu, qstats.cu). Every launcher takes a stream, launches, checks cudaGetLastError()
+ * and returns an fh_status; none synchronises, so all of them are graph-capturable.
+ *
+ * Conventions: activations are row-major (rows = samples); `ld` is the row stride in elements.
+ * T is float (deterministic mode) or fh_bf16 (fast mode). Gradients are fp32 and written with `=`
+ * unless a launcher says `+=`.
+ */
+#ifndef FH_NET_KERNELS_CUH
+#define FH_NET_KERNELS_CUH
+
+#include "cuda_common.cuh"
+
+/* The head outputs of one forward pass, as the GEMMs left them (fp32, padded rows). */
+struct fh_heads_view {
+  const float* v;                   /* (B, ldv) value logits, atoms used */
+  int ldv;
+  const float* a[FH_MAX_BRANCHES];  /* (B, lda[d]) advantage logits, n[d]*atoms used, action-major */
+  int lda[FH_MAX_BRANCHES];
+  int n[FH_MAX_BRANCHES];           /* branch sizes */
+  int nb;                           /* branches */
+  int atoms;                        /* 1 = plain Q; > 1 = C51 */
+  float v_min, v_max;
+};
+
+/* Gradient outputs of the loss w.r.t. the head logits of online(s) (GEMM operand dtype). */
+template <typename T>
+struct fh_heads_grad {
+  T* v;                             /* (B, ldv) = d loss / d value logits; pad columns zero */
+  int ldv;
+  T* a[FH_MAX_BRANCHES];            /* (B, lda[d]) = d loss / d advantage logits; pad zero */
+  int lda[FH_MAX_BRANCHES];
+};
+
+/* ---- net.cu ---- */
+/* dst[i] = (T)src[i], n elements. */
+template <typename T>
+fh_status fh_launch_cast(const float* src, T* dst, int64_t n, cudaStream_t s);
+/* Copy a (rows, cols) fp32 matrix with row stride lds into T with row stride ldd. */
+template <typename T>
+fh_status fh_launch_cast_2d(const float* src, int lds, T* dst, int ldd, int rows, int cols, cudaStream_t s);
+/* Column sums of dy (B, n; ld) into bias_grad (n) with `=`; when act != NULL, first dy *= (act > 0)
+ * in place (ReLU backward; act has the same shape/ld as dy). Deterministic two-pass reduction;
+ * partial needs fh_colsum_partial_floats(B, n) floats. */
+int64_t fh_colsum_partial_floats(int B, int n);
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial,
+                                    float* bias_grad, cudaStream_t s);
+/* Expected Q of every branch action: q (B, sum n) fp32. */
+fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s);
+
+/* ---- loss.cu ---- */
+/* Double-DQN / BDQ loss of one batch (DESIGN §5). on_s: online(s); on_sn: online(s');
+ * tg_sn: target(s'). act (B, 3) int32; ret, disc, weight (B). Outputs: wloss (B) = w_i * loss_i,
+ * signal (B) priority signal (sum over branches of CE or |TD|), grad (= d(mean_i w_i loss_i)/d logits
+ * of on_s, written in full including pad columns). */
+template <typename T>
+fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_sn, const fh_heads_view& tg_sn,
+                             const int32_t* act, const float* ret, const float* disc, const float* weight,
+                             int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
+                             cudaStream_t s);
+
+/* ---- gradnorm.cu ---- */
+/* Deterministic sum of x[0..n) into *out (double), = . partial needs fh_sum_partial_doubles() doubles.
+ * When squares != 0 sums x^2. */
+int64_t fh_sum_partial_doubles(void);
+fh_status fh_launch_sum(const float* x, int64_t n, int squares, double* partial, double* out, cudaStream_t s);
+/* Global grad norm of g (n) and the clip factor: norm_out = ||g||, scale_out = min(1, clip / (norm + 1e-6))
+ * (1 when clip <= 0). Also writes a device flag nonfinite_out = 1 when the norm is NaN/Inf. */
+fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* partial, float* norm_out,
+                              float* scale_out, cudaStream_t s);
+/* mean = sum(x[0..n)) / n as float into *out. */
+fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s);
+
+/* ---- adam.cu ---- */
+/* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by
+ * *grad_scale (clip factor, device) first; *step (device, int64) is incremented by this launch's
+ * kernel (t = old + 1 is used). Writes the T shadow copy of p when shadow != NULL. */
+template <typename T>
+fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* m, float* v,
+                         const float* grad_scale, int64_t* step, float lr, float beta1, float beta2,
+                         float eps, cudaStream_t s);
+/* Host-parameter variant used by fh_adam_step (step given, no scale, no shadow). */
+fh_status fh_launch_adam_plain(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
+                               float beta2, float eps, int64_t step, cudaStream_t s);
+/* Target update: every `every` train steps (read from *step, device) tgt = online (hard) when tau == 0,
+ * else each step tgt = tau*online + (1-tau)*tgt. Writes the T shadow of the target when shadow != NULL. */
+template <typename T>
+fh_status fh_launch_target_update(int64_t n, const float* online, float* tgt, T* shadow, const int64_t* step,
+                                  int every, float tau, cudaStream_t s);
+
+/* ---- qstats.cu ---- */
+/* Q statistics of q (B, nq): out[0] mean over samples and branches of max_a Q, out[1] min, out[2] max,
+ * out[3] mean, out[4] var (population). partial needs fh_qstats_partial_doubles() doubles. */
+int64_t fh_qstats_partial_doubles(void);
+fh_status fh_launch_qstats(const float* q, int ldq, int B, const int* n, int nb, double* partial, double* out,
+                           cudaStream_t s);
+
+#endif /* FH_NET_KERNELS_CUH */
