@@ -1,0 +1,112 @@
+/*
+ * replay.h — prioritised replay on the device (DESIGN §6): a ring of rows of N transitions that
+ * stores bar indices and account features (never observations), a drift-free sum tree, stratified
+ * exact proportional sampling with importance weights, n-step assembly and the observation gather.
+ *
+ * Sum tree: fan-out 32, four stored levels over the leaves, all sums recomputed from the children
+ * on every rebuild (never delta-accumulated), so nothing drifts:
+ *   leaf   (padded)            float, stored priority p^alpha; 0 = not sampleable
+ *   l1     (padded / 32)       double
+ *   l2     (padded / 1024)     double
+ *   l3     (padded / 32768)    double   (n_top nodes; 64 at capacity 2^21)
+ *   total, count               double / int64 (leaves > 0)
+ * padded = capacity rounded up to 32768. A rebuild is ONE launch (each block sums 32768 leaves into
+ * l1/l2/l3; the last block to finish sums l3 into total/count): 8 MB read at 2^21.
+ *
+ * Train step, all graph-capturable, on one stream:
+ *   fh_launch_per_sample(r, b, B, seed, train_step, beta...)  slots + IS weights (2 launches)
+ *   fh_launch_replay_gather(r, m, envs, b, B, dtype, obs, next_obs, ld)  act, ret, disc, obs, s'
+ *   ... loss ...
+ *   fh_launch_priority_update(r, b.slot, signal, B)   leaf = (signal+eps)^alpha, duplicates take the
+ *                                                      max (deterministic), max_priority, rebuild
+ */
+#ifndef FH_CUDA_REPLAY_H
+#define FH_CUDA_REPLAY_H
+
+#include "collect.h"
+
+#define FH_TREE_FANOUT 32
+#define FH_TREE_BLOCK_LEAVES 32768 /* leaves summed by one rebuild block (32^3) */
+
+struct fh_cuda_sumtree {
+  int64_t capacity;      /* leaves in use */
+  int64_t padded;        /* capacity rounded up to FH_TREE_BLOCK_LEAVES */
+  int32_t n_top;         /* padded / FH_TREE_BLOCK_LEAVES */
+  float* leaf;           /* (padded) p^alpha, pad leaves 0 */
+  double* l1;            /* (padded / 32) */
+  double* l2;            /* (padded / 1024) */
+  double* l3;            /* (n_top) */
+  int64_t* cnt3;         /* (n_top) leaves > 0 under each l3 node */
+  double* total;         /* (1) sum of all leaves */
+  int64_t* count;        /* (1) leaves > 0 (the "size" of the weights) */
+  unsigned int* ticket;  /* (1) last-block-done counter of the rebuild (returns to 0) */
+};
+
+fh_status fh_cuda_sumtree_alloc(int64_t capacity, fh_cuda_sumtree* out); /* all zero */
+void fh_cuda_sumtree_free(fh_cuda_sumtree* t);
+
+struct fh_cuda_replay {
+  int64_t capacity;      /* rows * N transitions */
+  int64_t rows;          /* capacity / N */
+  int32_t n_envs;        /* N */
+  int32_t n_step;        /* n */
+  float gamma;
+  float alpha;           /* stored priority = (signal + eps)^alpha */
+  float eps;
+  int32_t* bar;          /* (C) bar t of s */
+  uchar4* act_done;      /* (C) a0, a1, a2, done */
+  float* reward;         /* (C) */
+  float* account;        /* (C, 8) account features of s */
+  float* max_priority;   /* (1) largest stored priority seen, starts at 1 */
+  fh_cuda_sumtree tree;
+};
+
+/* capacity is rounded down to a multiple of n_envs; rows must be > n_step. */
+fh_status fh_cuda_replay_alloc(const fh_config& cfg, fh_cuda_replay* out);
+void fh_cuda_replay_free(fh_cuda_replay* r);
+
+/* One sampled batch (device). */
+struct fh_cuda_batch {
+  int32_t cap;           /* largest B */
+  int32_t* slot;         /* (B) sampled slots */
+  double* prob;          /* (B) P(i) = leaf / total */
+  float* weight;         /* (B) (P(i)/min_j P(j))^-beta = (size P(i))^-beta / max_j */
+  float* beta;           /* (1) beta used by the last sample */
+  unsigned int* min_prob_bits; /* (1) float bits of min_j P(j) (scratch) */
+  int32_t* act;          /* (B, 3) */
+  float* ret;            /* (B) n-step return (stops at done) */
+  float* disc;           /* (B) gamma^n, or 0 when the episode ended inside the n steps */
+};
+
+fh_status fh_cuda_batch_alloc(int32_t cap, fh_cuda_batch* out);
+void fh_cuda_batch_free(fh_cuda_batch* b);
+
+/* Rebuild every internal level of the tree from the leaves (1 launch). */
+fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s);
+
+/* leaf[idx[i]] = priority[i]^alpha for i < n (host-driven tests; idx/priority on the device);
+ * duplicates: the last one wins is NOT guaranteed, give distinct indices. Rebuilds. */
+fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t* idx, const float* priority,
+                             float alpha, cudaStream_t s);
+
+/* Stratified proportional sample of B slots: sample j draws
+ * u = (j + fh_u01(philox(seed, j, step, SAMPLE)[0])) / B * total and descends the tree.
+ * step = *train_step (device); beta = beta_start + (beta_end-beta_start)*min(1, step/beta_steps).
+ * Writes b.slot, b.prob, b.weight, b.beta. Requires total > 0. (2 launches + 1 memset.) */
+fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
+                               const int64_t* train_step, float beta_start, float beta_end,
+                               int64_t beta_steps, cudaStream_t s);
+
+/* n-step assembly from b.slot and the observation gather (DESIGN §6): act (B,3), ret, disc, and
+ * obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored account features
+ * (of s and of s' = the row n later, or the reset state after a done). obs/next_obs may be NULL. */
+fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
+                                  const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
+                                  int32_t ld, cudaStream_t s);
+
+/* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
+ * the max (deterministic); *max_priority = max(*max_priority, new); then rebuild. (3 launches.) */
+fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
+                                    cudaStream_t s);
+
+#endif /* FH_CUDA_REPLAY_H */
