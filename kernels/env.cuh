@@ -9,6 +9,7 @@
  *   fh_env_flatten(m, p, s, r)                   exit at close[t] (session break / end of eval segment)
  *   fh_env_account(m, p, s, out[8])              the 8 account features of the observation
  *   fh_env_observe(m, p, s, out[D])              W feature rows t-W+1..t (oldest first) + account
+ *   fh_epsilon(...), fh_explore_action(...)      the epsilon schedule and epsilon-greedy per branch
  *
  * Pure functions of (market view, params, state, action): a CUDA kernel calls them once per env.
  * All money and price math is float64 with no FMA contraction; the reward is rounded to float32 last.
@@ -27,6 +28,11 @@
 
 #include "hd.cuh"
 #include "philox.cuh"
+
+#if !defined(__CUDACC__)
+#include <cmath>
+using std::exp;
+#endif
 
 #define FH_ENV_ACCOUNT 8
 
@@ -291,6 +297,21 @@ FH_HD void fh_env_observe(const fh_market_view& m, const fh_env_params& p, const
   float account[FH_ENV_ACCOUNT];
   fh_env_account(m, p, s, account);
   fh_obs_from(m, p.window, s.t, account, out);
+}
+
+/* Exploration rate after `counter` collection steps of n_envs each (DESIGN §6), float64. */
+FH_HD double fh_epsilon(double eps_start, double eps_end, double decay_steps, uint64_t counter, int32_t n_envs) {
+  return eps_end + (eps_start - eps_end) * exp(-((double)counter * (double)n_envs) / decay_steps);
+}
+
+/* epsilon-greedy choice of branch d for env e at collection step `counter`: explore when
+ * u01(word0) < eps, then the action is uniform_index(word1, n_d); else the greedy action. */
+FH_HD int32_t fh_explore_action(uint64_t seed, uint32_t env, uint64_t counter, int32_t d, int32_t n_d, double eps,
+                                int32_t greedy) {
+  uint32_t w[4];
+  fh_philox(seed, env, counter, FH_PURPOSE_EXPLORE0 + (uint32_t)d, w);
+  if ((double)fh_u01(w[0]) < eps) return (int32_t)fh_uniform_index(w[1], (uint32_t)n_d);
+  return greedy;
 }
 
 #endif /* FOXHUNT_KERNELS_ENV_CUH */

@@ -10,6 +10,7 @@
  *   fh_per_descend(tree, L, u)                 leaf index i with prefix(i) <= u < prefix(i+1); never
  *                                              lands on a zero leaf (rounding guarded)
  *   fh_per_weight(size, p_i, total, beta)      (size * p_i/total)^-beta, normalised later by the batch max
+ *   fh_per_beta(start, end, steps, step)       linear anneal of beta
  *   fh_per_recompute_up(tree, L, leaf)         recompute the ancestors of one leaf from their children
  */
 #ifndef FOXHUNT_KERNELS_PER_CUH
@@ -50,6 +51,12 @@ FH_HD int64_t fh_per_descend(const double* tree, int64_t L, double u) {
 
 FH_HD double fh_per_weight(double size, double p_i, double total, double beta) {
   return pow(size * (p_i / total), -beta);
+}
+
+/* beta annealed linearly from beta_start to beta_end over beta_steps train steps. */
+FH_HD float fh_per_beta(float beta_start, float beta_end, int64_t beta_steps, int64_t step) {
+  const double f = step >= beta_steps ? 1.0 : (double)step / (double)beta_steps;
+  return (float)((double)beta_start + ((double)beta_end - (double)beta_start) * f);
 }
 
 FH_HD void fh_per_recompute_up(double* tree, int64_t L, int64_t leaf) {

@@ -1,7 +1,7 @@
 /*
  * philox.cuh — Philox-4x32-10 (Salmon et al., SC'11) and the purposes of DESIGN §6.
  *
- *   fh_philox4x32_10(ctr[4], key[2]) -> out[4]     the raw block function (KAT in test/native)
+ *   fh_philox_block(ctr[4], key[2]) -> out[4]      the raw Philox-4x32-10 block (KAT in test/native)
  *   fh_philox(seed, a, b, purpose) -> out[4]        key = (seed lo32, seed hi32),
  *                                                   counter = (a, b lo32, b hi32, purpose)
  *   fh_u01(w)                                       (w >> 8) * 2^-24, a float in [0, 1)
@@ -29,7 +29,7 @@
 #define FH_PHILOX_W1 0xBB67AE85u
 
 /* out = philox4x32_10(ctr, key). out may alias ctr. */
-FH_HD void fh_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+FH_HD void fh_philox_block(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
   for (int round = 0; round < 10; ++round) {
@@ -54,7 +54,7 @@ FH_HD void fh_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32
 FH_HD void fh_philox(uint64_t seed, uint32_t a, uint64_t b, uint32_t purpose, uint32_t out[4]) {
   const uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
   const uint32_t ctr[4] = {a, (uint32_t)b, (uint32_t)(b >> 32), purpose};
-  fh_philox4x32_10(ctr, key, out);
+  fh_philox_block(ctr, key, out);
 }
 
 /* 24 random bits as a float in [0, 1): exact, identical on host and device. */
