@@ -527,3 +527,9 @@ export function toNumber(v: number | bigint): number {
 export function toBigInt(v: number | bigint): bigint {
   return typeof v === 'bigint' ? v : BigInt(v);
 }
+
+/** Member names of a declared struct, in C order. */
+export function structMembers(name: 'fh_config' | 'fh_market' | 'fh_metrics' | 'fh_epoch_stats' | 'fh_info'): string[] {
+  declareTypes();
+  return Object.keys(koffi.type(name).members ?? {});
+}
