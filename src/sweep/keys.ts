@@ -1,6 +1,7 @@
 /**
- * Redis keys of sweeps, under the same prefix as the fleet's layout (src/redis/keys.ts). Only
- * sweep state lives here; a trial's run record, epoch stream and checkpoints are ordinary runs.
+ * Redis keys of sweeps, under the same prefix as the fleet's layout (src/redis/keys.ts, `Keys.prefix`).
+ * Only sweep state lives here; a trial's run record (with sweep_id), epoch stream and checkpoints
+ * are those of an ordinary run.
  *
  *   <p>:sweeps                       ZSET  sweep id, scored by creation time (ms)
  *   <p>:sweep:<id>                   HASH  the sweep record (see SweepRecord in store.ts)
@@ -16,7 +17,7 @@
  *   <p>:sweep:<id>:decisions         HASH  "<run id>:<r>" → JSON decision (idempotent replies)
  *   <p>:sweep:<id>:log               LIST  JSON decisions in the order they were taken
  */
-export const DEFAULT_PREFIX = process.env['FOXHUNT_PREFIX'] ?? 'fh';
+import { DEFAULT_PREFIX } from '../redis/keys.js';
 
 export interface SweepKeys {
   record: string;
