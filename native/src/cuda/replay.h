@@ -24,6 +24,7 @@
 #define FH_CUDA_REPLAY_H
 
 #include "collect.h"
+#include "../../../kernels/replay.cuh"
 
 #define FH_TREE_FANOUT 32
 #define FH_TREE_BLOCK_LEAVES 32768 /* leaves summed by one rebuild block (32^3) */
@@ -53,10 +54,8 @@ struct fh_cuda_replay {
   float gamma;
   float alpha;           /* stored priority = (signal + eps)^alpha */
   float eps;
-  int32_t* bar;          /* (C) bar t of s */
-  uchar4* act_done;      /* (C) a0, a1, a2, done */
-  float* reward;         /* (C) */
-  float* account;        /* (C, 8) account features of s */
+  fh_replay_view v;      /* device arrays, the layout the CPU backend uses (kernels/replay.cuh):
+                            bar (C), act (C, 3) uint8, done (C) uint8, reward (C), account (C, 8) */
   float* max_priority;   /* (1) largest stored priority seen, starts at 1 */
   fh_cuda_sumtree tree;
 };
@@ -97,9 +96,9 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
                                const int64_t* train_step, float beta_start, float beta_end,
                                int64_t beta_steps, cudaStream_t s);
 
-/* n-step assembly from b.slot and the observation gather (DESIGN §6): act (B,3), ret, disc, and
- * obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored account features
- * (of s and of s' = the row n later, or the reset state after a done). obs/next_obs may be NULL. */
+/* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
+ * ret, disc, and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored
+ * account features (s, and s' = the row n later). obs/next_obs may be NULL. One block per sample. */
 fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
                                   const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
                                   int32_t ld, cudaStream_t s);

@@ -1,0 +1,73 @@
+/*
+ * collect.cu — the replay side of a train step's input: n-step assembly and the observation gather
+ * for a sampled batch (DESIGN §6). Observations are never stored: they are rebuilt from the feature
+ * matrix by the stored bar index plus the stored account features.
+ *
+ *   replay_gather   one warp per (sample j, which): which 0 -> s (slot), 1 -> s' (next slot)
+ *                   obs (B, D) / next_obs (B, D) rows (=), fp32 or bf16, 16-byte loads and stores
+ *                   which 0 also writes act (B, 3) int32, ret (B), disc (B) via fh_replay_nstep
+ *
+ * Launch constraints: B <= batch.cap; slots in [0, capacity). Graph-capturable.
+ */
+#include "cuda_env_gather.cuh"
+#include "../native/src/cuda/replay.h"
+
+#define FH_GATHER_WARPS 8
+
+template <typename T, bool VEC>
+static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, float gamma, const float* features,
+                                            int32_t F, int32_t window, const int32_t* __restrict__ slot, int32_t B,
+                                            int32_t* __restrict__ act, float* __restrict__ ret,
+                                            float* __restrict__ disc, T* obs, T* next_obs, int32_t ld) {
+  const int lane = threadIdx.x & 31;
+  const int64_t w = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
+  if (w >= 2 * (int64_t)B) return;
+  const int32_t j = (int32_t)(w >> 1);
+  const int which = (int)(w & 1);
+  const int64_t s0 = slot[j];
+  int64_t src = s0;
+  if (which == 0) {
+    if (lane == 0) {
+      float r, d;
+      int64_t nx;
+      fh_replay_nstep(v, s0, n_step, gamma, &r, &d, &nx);
+      ret[j] = r;
+      disc[j] = d;
+      act[j * 3 + 0] = v.act[s0 * 3 + 0];
+      act[j * 3 + 1] = v.act[s0 * 3 + 1];
+      act[j * 3 + 2] = v.act[s0 * 3 + 2];
+    }
+  } else {
+    const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
+    src = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
+  }
+  T* dst = which == 0 ? obs : next_obs;
+  if (!dst) return;
+  fh_gather_obs_row<T, VEC>(features, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
+                            dst + (int64_t)j * ld);
+}
+
+template <typename T>
+static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
+                                 const fh_cuda_batch& b, int32_t B, T* obs, T* next_obs, int32_t ld, cudaStream_t s) {
+  const dim3 grid((unsigned)CEIL_DIV(2 * (int64_t)B, FH_GATHER_WARPS)), block(32 * FH_GATHER_WARPS);
+  const int32_t F = m.view.n_features;
+  if (fh_gather_vec_ok(F, window, ld))
+    replay_gather_kernel<T, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.view.features, F, window, b.slot,
+                                                         B, b.act, b.ret, b.disc, obs, next_obs, ld);
+  else
+    replay_gather_kernel<T, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.view.features, F, window, b.slot,
+                                                          B, b.act, b.ret, b.disc, obs, next_obs, ld);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
+                                  const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
+                                  int32_t ld, cudaStream_t s) {
+  if (B <= 0 || B > b.cap || ld < window * m.view.n_features + FH_ENV_ACCOUNT) return FH_ERR_INVALID_ARGUMENT;
+  if (dtype == FH_BF16)
+    return launch_gather_t<fh_bf16>(r, m, window, b, B, static_cast<fh_bf16*>(obs), static_cast<fh_bf16*>(next_obs),
+                                    ld, s);
+  return launch_gather_t<float>(r, m, window, b, B, static_cast<float*>(obs), static_cast<float*>(next_obs), ld, s);
+}

@@ -1,0 +1,203 @@
+/*
+ * env.cu — the CUDA environment (DESIGN §4, §6): reset, observation gather, epsilon-greedy action
+ * selection, and the env step that writes the replay row. The env math is env.cuh (shared with the
+ * CPU backend, float64, built with -fmad=false so both backends agree bit for bit).
+ *
+ *   env_reset_all      (N) threads   fh_env_reset(counter = *env_step)
+ *   env_observe        one warp per env: obs (N, D) = features rows + account features (=)
+ *   select_actions     (N) threads   q (N, sum n_d) -> actions (N, 3) via fh_epsilon/fh_explore_action
+ *   env_step           (N) threads   actions -> state, reward, done, ...; replay row; leaves
+ *   collect_end        1 thread      *env_step += steps (then the sum tree rebuild, per.cu)
+ *
+ * Launch constraints: none beyond N >= 1; all launchers are graph-capturable.
+ */
+#include "cuda_env_gather.cuh"
+#include "../native/src/cuda/collect.h"
+#include "../native/src/cuda/replay.h"
+
+#define FH_ENV_BLOCK 128
+#define FH_OBS_WARPS 8
+
+/* ---------------------------------------------------------------- kernels */
+
+static __global__ void env_reset_all_kernel(fh_market_view m, fh_env_params p, fh_env_state* state, int32_t n,
+                                            uint64_t seed, const int64_t* env_step) {
+  const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  fh_env_state s;
+  fh_env_reset(m, p, s, seed, (uint32_t)e, (uint64_t)*env_step);
+  state[e] = s;
+}
+
+template <typename T, bool VEC>
+static __global__ void env_observe_kernel(fh_market_view m, fh_env_params p, const fh_env_state* __restrict__ state,
+                                          int32_t n, T* __restrict__ obs, int32_t ld) {
+  __shared__ float acc[FH_OBS_WARPS][FH_ENV_ACCOUNT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t e = blockIdx.x * FH_OBS_WARPS + warp;
+  if (e >= n) return; /* whole warp leaves together */
+  const fh_env_state s = state[e];
+  if (lane == 0) fh_env_account(m, p, s, acc[warp]);
+  __syncwarp();
+  fh_gather_obs_row<T, VEC>(m.features, m.n_features, p.window, s.t, acc[warp], lane, obs + (int64_t)e * ld);
+}
+
+struct fh_select_args {
+  int32_t n, greedy;
+  int32_t n_act[FH_MAX_BRANCHES];
+  int32_t q_off[FH_MAX_BRANCHES];
+  float eps_start, eps_end;
+  double decay;
+  uint64_t seed;
+};
+
+static __global__ void select_actions_kernel(fh_select_args a, const float* __restrict__ q, int32_t ldq,
+                                             const int64_t* __restrict__ env_step, int32_t step_in_epoch,
+                                             int32_t* __restrict__ actions, float* __restrict__ eps_out) {
+  const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= a.n) return;
+  const int64_t c = *env_step + step_in_epoch;
+  const double eps = a.greedy ? 0.0 : fh_epsilon(a.eps_start, a.eps_end, a.decay, (uint64_t)c, a.n);
+  if (e == 0) *eps_out = (float)eps;
+  const float* row = q + (int64_t)e * ldq;
+#pragma unroll
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    const float* qd = row + a.q_off[d];
+    int32_t best_a = 0;
+    float best = qd[0];
+    for (int32_t k = 1; k < a.n_act[d]; ++k) {
+      const float v = qd[k];
+      if (v > best) { best = v; best_a = k; } /* ties: lowest index */
+    }
+    actions[e * 3 + d] = a.greedy ? best_a : fh_explore_action(a.seed, (uint32_t)e, (uint64_t)c, d, a.n_act[d], eps, best_a);
+  }
+}
+
+struct fh_step_args {
+  int32_t n;
+  uint64_t seed;
+  /* replay (rows == 0: no replay) */
+  fh_replay_view v;
+  int32_t n_step;
+  float* leaf;
+  const float* max_priority;
+};
+
+static __global__ void env_step_kernel(fh_market_view m, fh_env_params p, fh_step_args a, fh_env_state* state,
+                                       const int64_t* __restrict__ env_step, int32_t step_in_epoch,
+                                       const int32_t* __restrict__ actions, float* reward, uint8_t* done,
+                                       int32_t* position, double* pnl, double* cost) {
+  const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= a.n) return;
+  const int64_t c = *env_step + step_in_epoch;
+  fh_env_state s = state[e];
+  const int32_t a0 = actions[e * 3 + 0], a1 = actions[e * 3 + 1], a2 = actions[e * 3 + 2];
+  int64_t slot = -1;
+  if (a.v.rows > 0) {
+    const int64_t row = c % a.v.rows;
+    slot = row * a.n + e;
+    float acc[FH_ENV_ACCOUNT];
+    fh_env_account(m, p, s, acc);
+    float4* dst = reinterpret_cast<float4*>(a.v.account + slot * FH_ENV_ACCOUNT);
+    dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    a.v.bar[slot] = (int32_t)s.t;
+    a.v.act[slot * 3 + 0] = (uint8_t)a0;
+    a.v.act[slot * 3 + 1] = (uint8_t)a1;
+    a.v.act[slot * 3 + 2] = (uint8_t)a2;
+  }
+  fh_step_result r;
+  fh_env_step(m, p, s, a0, a1, a2, r);
+  if (slot >= 0) {
+    a.v.reward[slot] = r.reward;
+    a.v.done[slot] = (uint8_t)r.done;
+    a.leaf[slot] = 0.0f;                      /* this row waits for its n-step successors */
+    if (c >= a.n_step) {                      /* row c-n just became complete */
+      const int64_t old = ((c - a.n_step) % a.v.rows) * a.n + e;
+      a.leaf[old] = *a.max_priority;
+    }
+  }
+  if (r.done) fh_env_reset(m, p, s, a.seed, (uint32_t)e, (uint64_t)c); /* the step's counter (reference.ts) */
+  state[e] = s;
+  if (reward) reward[e] = r.reward;
+  if (done) done[e] = (uint8_t)r.done;
+  if (position) position[e] = s.pos;
+  if (pnl) pnl[e] = r.pnl;
+  if (cost) cost[e] = r.cost;
+}
+
+static __global__ void collect_end_kernel(int64_t* env_step, int32_t steps) { *env_step += steps; }
+
+/* ---------------------------------------------------------------- launchers */
+
+fh_status fh_launch_env_reset_all(const fh_cuda_envs& e, const fh_cuda_market& m, cudaStream_t s) {
+  env_reset_all_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(m.view, e.p, e.state, e.n, e.seed,
+                                                                          e.env_step);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template <typename T>
+static fh_status launch_observe_t(const fh_cuda_envs& e, const fh_cuda_market& m, T* obs, int32_t ld,
+                                  cudaStream_t s) {
+  const dim3 grid(CEIL_DIV(e.n, FH_OBS_WARPS)), block(32 * FH_OBS_WARPS);
+  if (fh_gather_vec_ok(m.view.n_features, e.p.window, ld))
+    env_observe_kernel<T, true><<<grid, block, 0, s>>>(m.view, e.p, e.state, e.n, obs, ld);
+  else
+    env_observe_kernel<T, false><<<grid, block, 0, s>>>(m.view, e.p, e.state, e.n, obs, ld);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_env_observe(const fh_cuda_envs& e, const fh_cuda_market& m, fh_dtype dtype, void* obs,
+                                int32_t ld, cudaStream_t s) {
+  if (!obs || ld < e.obs_dim) return FH_ERR_INVALID_ARGUMENT;
+  if (dtype == FH_BF16) return launch_observe_t<fh_bf16>(e, m, static_cast<fh_bf16*>(obs), ld, s);
+  return launch_observe_t<float>(e, m, static_cast<float*>(obs), ld, s);
+}
+
+fh_status fh_launch_select_actions(const fh_cuda_envs& e, const float* q, int32_t ldq, int32_t step_in_epoch,
+                                   int32_t greedy, cudaStream_t s) {
+  fh_select_args a;
+  a.n = e.n;
+  a.greedy = greedy;
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    a.n_act[d] = e.n_act[d];
+    a.q_off[d] = e.q_off[d];
+  }
+  a.eps_start = e.eps_start;
+  a.eps_end = e.eps_end;
+  a.decay = e.eps_decay_steps;
+  a.seed = e.seed;
+  select_actions_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(a, q, ldq, e.env_step, step_in_epoch,
+                                                                           e.actions, e.epsilon);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_env_step(const fh_cuda_envs& e, const fh_cuda_market& m, const fh_cuda_replay* r,
+                             int32_t step_in_epoch, cudaStream_t s) {
+  fh_step_args a;
+  memset(&a, 0, sizeof a);
+  a.n = e.n;
+  a.seed = e.seed;
+  if (r) {
+    if (r->n_envs != e.n) return FH_ERR_INVALID_ARGUMENT;
+    a.v = r->v;
+    a.n_step = r->n_step;
+    a.leaf = r->tree.leaf;
+    a.max_priority = r->max_priority;
+  }
+  env_step_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(m.view, e.p, a, e.state, e.env_step,
+                                                                     step_in_epoch, e.actions, e.reward, e.done,
+                                                                     e.position, e.pnl, e.cost);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_collect_end(const fh_cuda_envs& e, const fh_cuda_replay* r, int32_t steps, cudaStream_t s) {
+  collect_end_kernel<<<1, 1, 0, s>>>(e.env_step, steps);
+  FH_LAUNCH_CHECK();
+  if (r) return fh_launch_tree_rebuild(r->tree, s);
+  return FH_OK;
+}

@@ -1,0 +1,240 @@
+/*
+ * eval.cu — greedy evaluation and the fixed-policy baselines on the device (semantics and booking
+ * in native/src/cuda/eval.h, mirroring src/env/evaluate.ts). One thread per segment steps its env
+ * with fh_env_step (env.cuh, float64, -fmad=false); one warp per segment gathers observations.
+ *
+ *   eval_reset     (S) threads   flat at the first bar; records zeroed by memset
+ *   eval_observe   warp/segment  obs (S, D) (=)
+ *   eval_step      (S) threads   greedy argmax of q (S, sum n_d) -> step i -> bar_rec[t+1] (=)
+ *   eval_finish    (S) threads   fh_env_flatten -> flat_rec (=)
+ *   eval_fixed     (S) threads   reset + all steps + finish with a fixed action (baselines)
+ */
+#include "cuda_env_gather.cuh"
+#include "../native/src/cuda/eval.h"
+
+#define FH_EVAL_BLOCK 64
+#define FH_EVAL_OBS_WARPS 4
+
+struct fh_eval_args {
+  fh_market_view m;
+  fh_env_params p;
+  int32_t n_seg;
+  int64_t val_begin;
+  const int32_t* seg_begin;
+  const int32_t* seg_end;
+  fh_env_state* state;
+  fh_eval_rec* bar_rec;
+  fh_eval_rec* flat_rec;
+};
+
+static fh_eval_args eval_args(const fh_cuda_eval& ev) {
+  fh_eval_args a;
+  a.m = ev.view;
+  a.p = ev.p;
+  a.n_seg = ev.n_seg;
+  a.val_begin = ev.val_begin;
+  a.seg_begin = ev.seg_begin;
+  a.seg_end = ev.seg_end;
+  a.state = ev.state;
+  a.bar_rec = ev.bar_rec;
+  a.flat_rec = ev.flat_rec;
+  return a;
+}
+
+__device__ __forceinline__ void fh_eval_start(fh_env_state& s, int64_t b) {
+  s.t = b;
+  s.avg_entry = 0.0;
+  s.stop = 0.0;
+  s.stop_dist = 0.0;
+  s.equity = 0.0;
+  s.realised = 0.0;
+  s.trade_pnl = 0.0;
+  s.pos = 0;
+  s.has_stop = 0;
+  s.k = 0;
+  s.bars_held = 0;
+}
+
+__device__ __forceinline__ fh_eval_rec fh_eval_record(const fh_step_result& r) {
+  fh_eval_rec x;
+  x.pnl = r.pnl;
+  x.gross_profit = r.gross_profit;
+  x.gross_loss = r.gross_loss;
+  x.traded = r.traded;
+  x.closed = (int16_t)r.trades_closed;
+  x.won = (int16_t)r.trades_won;
+  return x;
+}
+
+/* Step i of segment k (caller checks i < e-b-1) with the given action; books bar t+1. */
+__device__ __forceinline__ void fh_eval_step_one(const fh_eval_args& a, fh_env_state& s, int32_t a0, int32_t a1,
+                                                 int32_t a2) {
+  fh_step_result r;
+  fh_env_step(a.m, a.p, s, a0, a1, a2, r);
+  a.bar_rec[s.t - a.val_begin] = fh_eval_record(r);
+  if (s.k == a.p.episode_len) { /* no episodes in evaluation */
+    s.k = 0;
+    s.realised = 0.0;
+    s.equity = 0.0;
+  }
+}
+
+__device__ __forceinline__ void fh_eval_finish_one(const fh_eval_args& a, fh_env_state& s, int32_t k) {
+  fh_step_result r;
+  fh_step_result_clear(r);
+  fh_env_flatten(a.m, a.p, s, r);
+  a.flat_rec[k] = fh_eval_record(r);
+}
+
+static __global__ void eval_reset_kernel(fh_eval_args a) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= a.n_seg) return;
+  fh_env_state s;
+  fh_eval_start(s, a.seg_begin[k]);
+  a.state[k] = s;
+}
+
+template <typename T, bool VEC>
+static __global__ void eval_observe_kernel(fh_eval_args a, T* __restrict__ obs, int32_t ld) {
+  __shared__ float acc[FH_EVAL_OBS_WARPS][FH_ENV_ACCOUNT];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t k = blockIdx.x * FH_EVAL_OBS_WARPS + warp;
+  if (k >= a.n_seg) return;
+  const fh_env_state s = a.state[k];
+  if (lane == 0) fh_env_account(a.m, a.p, s, acc[warp]);
+  __syncwarp();
+  fh_gather_obs_row<T, VEC>(a.m.features, a.m.n_features, a.p.window, s.t, acc[warp], lane, obs + (int64_t)k * ld);
+}
+
+struct fh_eval_q {
+  int32_t n_act[FH_MAX_BRANCHES];
+  int32_t q_off[FH_MAX_BRANCHES];
+};
+
+static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q, int32_t ldq,
+                                        int32_t step) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= a.n_seg) return;
+  const int32_t b = a.seg_begin[k], e = a.seg_end[k];
+  if (step >= e - b - 1) return;
+  fh_env_state s = a.state[k];
+  int32_t act[FH_MAX_BRANCHES];
+  const float* row = q + (int64_t)k * ldq;
+#pragma unroll
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    const float* qd = row + qa.q_off[d];
+    int32_t best_a = 0;
+    float best = qd[0];
+    for (int32_t j = 1; j < qa.n_act[d]; ++j) {
+      const float v = qd[j];
+      if (v > best) { best = v; best_a = j; }
+    }
+    act[d] = best_a;
+  }
+  fh_eval_step_one(a, s, act[0], act[1], act[2]);
+  a.state[k] = s;
+}
+
+static __global__ void eval_finish_kernel(fh_eval_args a) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= a.n_seg) return;
+  fh_env_state s = a.state[k];
+  fh_eval_finish_one(a, s, k);
+  a.state[k] = s;
+}
+
+static __global__ void eval_fixed_kernel(fh_eval_args a, int32_t a0, int32_t a1) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= a.n_seg) return;
+  const int32_t b = a.seg_begin[k], e = a.seg_end[k];
+  fh_env_state s;
+  fh_eval_start(s, b);
+  for (int32_t i = 0; i < e - b - 1; ++i) fh_eval_step_one(a, s, a0, a1, 0);
+  fh_eval_finish_one(a, s, k);
+  a.state[k] = s;
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+static fh_status eval_clear(const fh_cuda_eval& ev, cudaStream_t s) {
+  FH_CUDA_TRY(cudaMemsetAsync(ev.bar_rec, 0, sizeof(fh_eval_rec) * (size_t)ev.n_val, s));
+  FH_CUDA_TRY(cudaMemsetAsync(ev.flat_rec, 0, sizeof(fh_eval_rec) * (size_t)ev.n_seg, s));
+  return FH_OK;
+}
+
+fh_status fh_launch_eval_reset(const fh_cuda_eval& ev, cudaStream_t s) {
+  FH_TRY(eval_clear(ev, s));
+  eval_reset_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev));
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template <typename T>
+static fh_status launch_eval_observe_t(const fh_cuda_eval& ev, T* obs, int32_t ld, cudaStream_t s) {
+  const dim3 grid(CEIL_DIV(ev.n_seg, FH_EVAL_OBS_WARPS)), block(32 * FH_EVAL_OBS_WARPS);
+  if (fh_gather_vec_ok(ev.view.n_features, ev.p.window, ld))
+    eval_observe_kernel<T, true><<<grid, block, 0, s>>>(eval_args(ev), obs, ld);
+  else
+    eval_observe_kernel<T, false><<<grid, block, 0, s>>>(eval_args(ev), obs, ld);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_eval_observe(const fh_cuda_eval& ev, fh_dtype dtype, void* obs, int32_t ld, cudaStream_t s) {
+  if (!obs || ld < ev.obs_dim) return FH_ERR_INVALID_ARGUMENT;
+  if (dtype == FH_BF16) return launch_eval_observe_t<fh_bf16>(ev, static_cast<fh_bf16*>(obs), ld, s);
+  return launch_eval_observe_t<float>(ev, static_cast<float*>(obs), ld, s);
+}
+
+fh_status fh_launch_eval_step(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step, cudaStream_t s) {
+  fh_eval_q qa;
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    qa.n_act[d] = ev.n_act[d];
+    qa.q_off[d] = ev.q_off[d];
+  }
+  eval_step_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev), qa, q, ldq, step);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s) {
+  eval_finish_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev));
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+/* actionForTarget of src/env/reference.ts: the (a0, a1) whose target is nearest, first on ties. */
+static void action_for_target(const fh_env_params& p, int32_t target, int32_t* a0_out, int32_t* a1_out) {
+  int32_t b0 = (p.n_dir - 1) / 2, b1 = 0;
+  int64_t best = target < 0 ? -(int64_t)target : target;
+  for (int32_t a0 = 0; a0 < p.n_dir; ++a0)
+    for (int32_t a1 = 0; a1 < p.n_size; ++a1) {
+      int64_t err = (int64_t)fh_env_target(p, a0, a1) - target;
+      if (err < 0) err = -err;
+      if (err < best) {
+        best = err;
+        b0 = a0;
+        b1 = a1;
+      }
+    }
+  *a0_out = b0;
+  *a1_out = b1;
+}
+
+fh_status fh_launch_eval_fixed(const fh_cuda_eval& ev, fh_eval_policy policy, cudaStream_t s) {
+  if (policy != FH_EVAL_FLAT && policy != FH_EVAL_BUY_HOLD) return FH_ERR_INVALID_ARGUMENT;
+  int32_t a0, a1;
+  action_for_target(ev.p, policy == FH_EVAL_FLAT ? 0 : ev.p.max_contracts, &a0, &a1);
+  FH_TRY(eval_clear(ev, s));
+  eval_fixed_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev), a0, a1);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s) {
+  FH_CUDA_TRY(cudaMemcpyAsync(ev.h_bar_rec, ev.bar_rec, sizeof(fh_eval_rec) * (size_t)ev.n_val,
+                              cudaMemcpyDeviceToHost, s));
+  FH_CUDA_TRY(cudaMemcpyAsync(ev.h_flat_rec, ev.flat_rec, sizeof(fh_eval_rec) * (size_t)ev.n_seg,
+                              cudaMemcpyDeviceToHost, s));
+  return FH_OK;
+}

@@ -1,0 +1,295 @@
+/*
+ * per.cu — prioritised replay on the device (DESIGN §6; layout in native/src/cuda/replay.h).
+ *
+ *   tree_rebuild      n_top blocks x 1024: leaves -> l1 (32 leaves each) -> l2 -> l3 (=), then the
+ *                     last block to finish sums l3 -> total, count (=). Drift-free: every level is
+ *                     recomputed from its children each time; fixed summation order (deterministic).
+ *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild
+ *   per_sample        one warp per sample: u = fh_per_stratum_u(total, j, B, philox(seed, j, step,
+ *                     SAMPLE)[0]), 4-level descent with warp prefix scans (never lands on a zero
+ *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent)
+ *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...)
+ *   priority_update   zero the sampled leaves, then atomicMax of (signal+eps)^alpha on the float bits:
+ *                     duplicates keep the max whatever the order; *max_priority likewise; rebuild
+ *
+ * Positive floats compare like their bit patterns as unsigned ints, which makes the atomics exact.
+ */
+#include "../native/src/cuda/replay.h" /* first: foxhunt.h before the math headers */
+#include "per.cuh"
+
+#define FH_REBUILD_THREADS 1024 /* one l1 node per thread: 32 * 1024 = FH_TREE_BLOCK_LEAVES leaves */
+#define FH_SAMPLE_WARPS 8
+#define FH_SMALL_BLOCK 256
+
+/* ---------------------------------------------------------------- rebuild */
+
+static __global__ void __launch_bounds__(FH_REBUILD_THREADS)
+tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, double* __restrict__ l2,
+                    double* l3, int64_t* cnt3, double* total, int64_t* count, unsigned int* ticket, int32_t n_top) {
+  __shared__ double s_sum[32];
+  __shared__ int32_t s_cnt[32];
+  __shared__ bool s_last;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t node1 = (int64_t)blockIdx.x * FH_REBUILD_THREADS + tid;
+  /* l1: 32 consecutive leaves, 8 x 16-byte loads, summed in order */
+  const float4* src = reinterpret_cast<const float4*>(leaf + node1 * FH_TREE_FANOUT);
+  float4 v[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v[k] = __ldcg(src + k);
+  double sum = 0.0;
+  int32_t cnt = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    sum += (double)v[k].x; sum += (double)v[k].y; sum += (double)v[k].z; sum += (double)v[k].w;
+    cnt += (v[k].x > 0.0f) + (v[k].y > 0.0f) + (v[k].z > 0.0f) + (v[k].w > 0.0f);
+  }
+  l1[node1] = sum;
+  /* l2: a warp's 32 l1 nodes (fixed butterfly order) */
+  for (int o = 16; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
+  }
+  if (lane == 0) {
+    l2[(int64_t)blockIdx.x * 32 + warp] = sum;
+    s_sum[warp] = sum;
+    s_cnt[warp] = cnt;
+  }
+  __syncthreads();
+  /* l3: the block's 32 l2 nodes */
+  if (warp == 0) {
+    double s3 = s_sum[lane];
+    int64_t c3 = s_cnt[lane];
+    for (int o = 16; o > 0; o >>= 1) {
+      s3 += __shfl_xor_sync(0xffffffffu, s3, o);
+      c3 += __shfl_xor_sync(0xffffffffu, c3, o);
+    }
+    if (lane == 0) {
+      l3[blockIdx.x] = s3;
+      cnt3[blockIdx.x] = c3;
+      __threadfence();
+      const unsigned int t = atomicAdd(ticket, 1u);
+      s_last = (t == (unsigned int)n_top - 1);
+    }
+  }
+  __syncthreads();
+  if (!s_last) return;
+  /* last block: total and count over l3, fixed order (per-thread strided, then butterfly) */
+  __threadfence();
+  double ts = 0.0;
+  int64_t tc = 0;
+  for (int32_t i = tid; i < n_top; i += FH_REBUILD_THREADS) {
+    ts += __ldcg(l3 + i);
+    tc += __ldcg(reinterpret_cast<const long long*>(cnt3) + i);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    ts += __shfl_xor_sync(0xffffffffu, ts, o);
+    tc += __shfl_xor_sync(0xffffffffu, tc, o);
+  }
+  __shared__ int64_t s_cnt64[32];
+  if (lane == 0) {
+    s_sum[warp] = ts;
+    s_cnt64[warp] = tc;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    ts = s_sum[lane];
+    tc = s_cnt64[lane];
+    for (int o = 16; o > 0; o >>= 1) {
+      ts += __shfl_xor_sync(0xffffffffu, ts, o);
+      tc += __shfl_xor_sync(0xffffffffu, tc, o);
+    }
+    if (lane == 0) {
+      *total = ts;
+      *count = tc;
+      *ticket = 0u; /* ready for the next rebuild (graph replays) */
+    }
+  }
+}
+
+static __global__ void tree_set_kernel(float* leaf, int64_t capacity, int32_t n, const int64_t* __restrict__ idx,
+                                       const float* __restrict__ priority, float alpha) {
+  const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int64_t k = idx[i];
+  if (k < 0 || k >= capacity) return;
+  const float p = priority[i];
+  leaf[k] = p > 0.0f ? fh_per_priority(p, 0.0f, alpha) : 0.0f;
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+/* Within one group of 32 children (values val per lane, 0 beyond the end), find the child where
+ * the prefix passes u: the first lane with val > 0 and u < prefix_incl. Returns the lane, or -1 with
+ * *sum = the group's sum (u then moves on) and *last_nz = last lane with val > 0 (or -1). */
+template <typename V>
+__device__ __forceinline__ int fh_pick_child(V val, double u, int lane, double* sum, int* last_nz) {
+  double incl = (double)val;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  const unsigned hit = __ballot_sync(0xffffffffu, val > (V)0 && u < incl);
+  const unsigned nz = __ballot_sync(0xffffffffu, val > (V)0);
+  *sum = __shfl_sync(0xffffffffu, incl, 31);
+  *last_nz = nz ? 31 - __clz(nz) : -1;
+  if (hit) {
+    const int l = __ffs(hit) - 1;
+    return l;
+  }
+  return -1;
+}
+
+/* u relative to the chosen child: u - exclusive prefix of that child. */
+template <typename V>
+__device__ __forceinline__ double fh_child_excl(V val, int lane, int chosen) {
+  double incl = (double)val;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  const double excl = incl - (double)val;
+  return __shfl_sync(0xffffffffu, excl, chosen);
+}
+
+/* One level below node `k`: children[k*32 + lane]. Returns the child index and updates u. */
+template <typename V>
+__device__ __forceinline__ int64_t fh_descend_level(const V* __restrict__ children, int64_t k, double* u, int lane) {
+  const V val = children[k * FH_TREE_FANOUT + lane];
+  double sum;
+  int last_nz;
+  int c = fh_pick_child(val, *u, lane, &sum, &last_nz);
+  if (c < 0) c = last_nz >= 0 ? last_nz : 0; /* rounding: u >= sum of the children */
+  const double excl = fh_child_excl(val, lane, c);
+  const double cv = __shfl_sync(0xffffffffu, (double)val, c);
+  double nu = *u - excl;
+  if (nu >= cv) nu = cv * (1.0 - 1e-12); /* keep u inside the chosen child */
+  if (nu < 0.0) nu = 0.0;
+  *u = nu;
+  return k * FH_TREE_FANOUT + c;
+}
+
+static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t seed,
+                                         const int64_t* __restrict__ train_step, int32_t* __restrict__ slot,
+                                         double* __restrict__ prob, unsigned int* min_leaf_bits) {
+  const int lane = threadIdx.x & 31;
+  const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + (threadIdx.x >> 5);
+  if (j >= B) return;
+  const double total = *t.total;
+  double u = 0.0;
+  if (lane == 0) {
+    uint32_t w[4];
+    fh_philox(seed, (uint32_t)j, (uint64_t)*train_step, FH_PURPOSE_SAMPLE, w);
+    u = fh_per_stratum_u(total, j, B, w[0]);
+  }
+  u = __shfl_sync(0xffffffffu, u, 0);
+  /* top: scan l3 in groups of 32 */
+  int64_t k3 = -1, last_k3 = -1;
+  double carry = 0.0;
+  for (int32_t base = 0; base < t.n_top; base += 32) {
+    const double val = base + lane < t.n_top ? t.l3[base + lane] : 0.0;
+    double sum;
+    int last_nz;
+    const int c = fh_pick_child(val, u - carry, lane, &sum, &last_nz);
+    if (last_nz >= 0) last_k3 = base + last_nz;
+    if (c >= 0) {
+      k3 = base + c;
+      u = (u - carry) - fh_child_excl(val, lane, c);
+      break;
+    }
+    carry += sum;
+  }
+  if (k3 < 0) { /* rounding at the very top: take the last non-empty node, u at its end */
+    k3 = last_k3 >= 0 ? last_k3 : 0;
+    u = t.l3[k3] * (1.0 - 1e-12);
+  }
+  if (u < 0.0) u = 0.0;
+  const int64_t k2 = fh_descend_level(t.l2, k3, &u, lane);
+  const int64_t k1 = fh_descend_level(t.l1, k2, &u, lane);
+  const int64_t k0 = fh_descend_level(t.leaf, k1, &u, lane);
+  if (lane == 0) {
+    const float lv = t.leaf[k0];
+    slot[j] = (int32_t)k0;
+    prob[j] = (double)lv / total;
+    atomicMin(min_leaf_bits, __float_as_uint(lv));
+  }
+}
+
+static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const int32_t* __restrict__ slot,
+                                          const int64_t* __restrict__ train_step, float beta_start, float beta_end,
+                                          int64_t beta_steps, const unsigned int* __restrict__ min_leaf_bits,
+                                          float* __restrict__ weight, float* beta_out) {
+  const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= B) return;
+  const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step);
+  if (j == 0) *beta_out = beta;
+  const double total = *t.total;
+  const double size = (double)*t.count;
+  const double lmin = (double)__uint_as_float(*min_leaf_bits);
+  const double lv = (double)t.leaf[slot[j]];
+  const double wmax = fh_per_weight(size, lmin, total, (double)beta);
+  weight[j] = (float)(fh_per_weight(size, lv, total, (double)beta) / wmax);
+}
+
+/* ---------------------------------------------------------------- priority update */
+
+static __global__ void leaves_zero_kernel(float* leaf, const int32_t* __restrict__ slot, int32_t B) {
+  const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j < B) leaf[slot[j]] = 0.0f;
+}
+
+static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict__ slot,
+                                         const float* __restrict__ signal, int32_t B, float eps, float alpha,
+                                         float* max_priority) {
+  const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= B) return;
+  float sig = signal[j];
+  if (!(sig >= 0.0f) || isinf(sig)) sig = 0.0f; /* NaN/Inf/negative: the trainer reports divergence */
+  const float p = fh_per_priority(sig, eps, alpha);
+  const unsigned bits = __float_as_uint(p);
+  atomicMax(reinterpret_cast<unsigned int*>(leaf + slot[j]), bits);
+  atomicMax(reinterpret_cast<unsigned int*>(max_priority), bits);
+}
+
+/* ---------------------------------------------------------------- launchers */
+
+fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) {
+  tree_rebuild_kernel<<<t.n_top, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.l2, t.l3, t.cnt3, t.total, t.count,
+                                                             t.ticket, t.n_top);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t* idx, const float* priority,
+                             float alpha, cudaStream_t s) {
+  if (n > 0) {
+    tree_set_kernel<<<CEIL_DIV(n, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(t.leaf, t.capacity, n, idx, priority,
+                                                                        alpha);
+    FH_LAUNCH_CHECK();
+  }
+  return fh_launch_tree_rebuild(t, s);
+}
+
+fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
+                               const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
+                               cudaStream_t s) {
+  if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
+  FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
+  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, b.slot,
+                                                                                b.prob, b.min_prob_bits);
+  FH_LAUNCH_CHECK();
+  per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+      t, B, b.slot, train_step, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
+                                    cudaStream_t s) {
+  if (B <= 0) return FH_OK;
+  leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, B);
+  FH_LAUNCH_CHECK();
+  leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,
+                                                                        r.alpha, r.max_priority);
+  FH_LAUNCH_CHECK();
+  return fh_launch_tree_rebuild(r.tree, s);
+}
