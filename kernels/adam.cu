@@ -11,18 +11,10 @@
  * Pad rows of the layout have zero gradient, so they stay zero (m = v = 0, update 0).
  */
 #include "net_kernels.cuh"
+#include "adam.cuh"
 
 static constexpr int kAdamBlock = 256;
 static constexpr int kAdamMaxBlocks = 132 * 8;
-
-__device__ __forceinline__ float fh_adam_update(float p, float g, float& m, float& v, float lr, float b1, float b2,
-                                                float eps, float bc1, float bc2) {
-  m = b1 * m + (1.0f - b1) * g;
-  v = b2 * v + (1.0f - b2) * g * g;
-  float mhat = m / bc1;
-  float vhat = v / bc2;
-  return p - lr * mhat / (sqrtf(vhat) + eps);
-}
 
 template <typename T>
 static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow,
@@ -30,12 +22,12 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
                                       const float* __restrict__ grad_scale, const int64_t* __restrict__ step,
                                       float lr, float b1, float b2, float eps) {
   const int64_t t = *step + 1;
-  const float bc1 = 1.0f - powf(b1, (float)t);
-  const float bc2 = 1.0f - powf(b2, (float)t);
+  const float bc1 = fh_adam_bias(b1, t);
+  const float bc2 = fh_adam_bias(b2, t);
   const float sc = grad_scale ? *grad_scale : 1.0f;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float mi = m[i], vi = v[i];
-    float pi = fh_adam_update(p[i], g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
+    float mi = m[i], vi = v[i], pi = p[i];
+    fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
     m[i] = mi;
     v[i] = vi;
     p[i] = pi;
@@ -63,8 +55,9 @@ static __global__ void fh_adam_plain_kernel(int64_t n, float* __restrict__ p, co
                                             float* __restrict__ m, float* __restrict__ v, float lr, float b1,
                                             float b2, float eps, float bc1, float bc2) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float mi = m[i], vi = v[i];
-    p[i] = fh_adam_update(p[i], g[i], mi, vi, lr, b1, b2, eps, bc1, bc2);
+    float mi = m[i], vi = v[i], pi = p[i];
+    fh_adam_update(pi, g[i], mi, vi, lr, b1, b2, eps, bc1, bc2);
+    p[i] = pi;
     m[i] = mi;
     v[i] = vi;
   }
@@ -75,8 +68,8 @@ fh_status fh_launch_adam_plain(int64_t n, float* p, const float* g, float* m, fl
   if (n <= 0) return FH_OK;
   int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
   if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
-  const float bc1 = 1.0f - powf(beta1, (float)step);
-  const float bc2 = 1.0f - powf(beta2, (float)step);
+  const float bc1 = fh_adam_bias(beta1, step);
+  const float bc2 = fh_adam_bias(beta2, step);
   fh_adam_plain_kernel<<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, g, m, v, lr, beta1, beta2, eps, bc1, bc2);
   FH_LAUNCH_CHECK();
   return FH_OK;

@@ -12,36 +12,17 @@
  *
  * Gradient of L = (1/B) sum_i w_i loss_i w.r.t. the logits (written with `=`, whole rows, pads 0):
  *   g_d,j = (w_i / (B nb)) (p_d,j - tgt_j)          (CE)   or  -(w_i / (B nb)) clip(td, ±delta)  (Huber)
- *   dV_j  = sum_d g_d,j;   dA_d(a, j) = g_d,j ([a == a_d] - 1/n_d)       (dueling backward)
+ *   dV_j  = sum_d g_d,j;   dA_d(a, j) = g_d,j [a == a_d] - g_d,j / n_d       (dueling backward)
  *
+ * The C51 projection is fh_c51_project_one (c51.cuh), the same code the CPU backend runs.
  * Launch: 128 threads (4 samples) per block; atoms <= 64; actions outside range are clamped.
  */
 #include "net_kernels.cuh"
 #include "net_device.cuh"
+#include "c51.cuh"
 
 static constexpr int kLossBlock = 128;
 static constexpr int kWarpsPerBlock = kLossBlock / 32;
-
-/* C51 projection (scatter form), done by one lane; m and out are shared arrays of `atoms`. */
-__device__ static void fh_dev_c51_project(int atoms, float v_min, float v_max, const float* m, float ret, float disc,
-                                          float* out) {
-  const float dz = (v_max - v_min) / (float)(atoms - 1);
-  for (int j = 0; j < atoms; ++j) out[j] = 0.0f;
-  for (int j = 0; j < atoms; ++j) {
-    float tz = ret + disc * (v_min + (float)j * dz);
-    tz = fminf(fmaxf(tz, v_min), v_max);
-    float b = (tz - v_min) / dz;
-    int l = (int)floorf(b), u = (int)ceilf(b);
-    if (l < 0) l = 0;
-    if (u > atoms - 1) u = atoms - 1;
-    if (l == u) {
-      out[l] += m[j];
-    } else {
-      out[l] += m[j] * ((float)u - b);
-      out[u] += m[j] * (b - (float)l);
-    }
-  }
-}
 
 __device__ static int fh_dev_argmax_q(const fh_heads_view& h, int i, int d, int lane) {
   int best = 0;
@@ -93,7 +74,7 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
   }
   __syncwarp();
   if (atoms > 1) {
-    if (lane == 0) fh_dev_c51_project(atoms, on_s.v_min, on_s.v_max, sm, ret[i], disc[i], st);
+    if (lane == 0) fh_c51_project_one(atoms, on_s.v_min, on_s.v_max, sm, ret[i], disc[i], st);
   } else {
     y = ret[i] + disc[i] * (y / (float)nb);
   }
@@ -152,15 +133,14 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
     for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) dv[k] += g[k];
     /* dueling backward into this branch's advantage row (all actions), pads zero */
     T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
-    const float inv_n = 1.0f / (float)n;
     /* Each lane writes the atoms it owns for every action (row length n*atoms, then pads). */
 #pragma unroll
     for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
       int j = lane + 32 * k;
       if (j < atoms) {
         for (int a = 0; a < n; ++a) {
-          float f = (a == ad ? 1.0f : 0.0f) - inv_n;
-          arow[a * atoms + j] = fh_from_f32<T>(g[k] * f);
+          const float mean_g = g[k] / (float)n;  /* as fh_dueling_backward: g(a) - mean_a' g(a') */
+          arow[a * atoms + j] = fh_from_f32<T>((a == ad ? g[k] : 0.0f) - mean_g);
         }
       }
     }

@@ -9,14 +9,13 @@
 #define FH_NET_DEVICE_CUH
 
 #include "net_kernels.cuh"
+#include "c51.cuh"
 
 #define FH_ATOMS_PER_LANE 2
 #define FH_MAX_ATOMS_GPU (32 * FH_ATOMS_PER_LANE)
 
 __device__ __forceinline__ float fh_dev_support(const fh_heads_view& h, int j) {
-  if (h.atoms <= 1) return 0.0f;
-  float dz = (h.v_max - h.v_min) / (float)(h.atoms - 1);
-  return h.v_min + (float)j * dz;
+  return h.atoms <= 1 ? 0.0f : fh_c51_support(h.atoms, h.v_min, h.v_max, j);
 }
 
 /* Combined logits of (sample i, branch d, action a) for this lane's atoms; invalid atoms get -inf. */
@@ -25,14 +24,13 @@ __device__ __forceinline__ void fh_dev_logits(const fh_heads_view& h, int i, int
   const float* vrow = h.v + (int64_t)i * h.ldv;
   const float* arow = h.a[d] + (int64_t)i * h.lda[d];
   const int n = h.n[d];
-  const float inv_n = 1.0f / (float)n;
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
     int j = lane + 32 * k;
     if (j < h.atoms) {
       float mean = 0.0f;
       for (int b = 0; b < n; ++b) mean += arow[b * h.atoms + j];
-      mean *= inv_n;
+      mean /= (float)n;  /* as fh_dueling_combine */
       out[k] = vrow[j] + arow[a * h.atoms + j] - mean;
     } else {
       out[k] = -INFINITY;
@@ -66,14 +64,20 @@ __device__ __forceinline__ float fh_dev_expected_q(const fh_heads_view& h, int i
   float x[FH_ATOMS_PER_LANE];
   fh_dev_logits(h, i, d, a, lane, x);
   if (h.atoms <= 1) return __shfl_sync(0xffffffffu, x[0], 0);
-  fh_dev_softmax(h, lane, x);
-  float q = 0.0f;
+  /* as fh_expected_q: sum e z / sum e with e = exp(x - max) */
+  float mx = fmaxf(x[0], x[1]);
+  mx = fh_warp_max(mx);
+  float sum = 0.0f, acc = 0.0f;
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
     int j = lane + 32 * k;
-    if (j < h.atoms) q += x[k] * fh_dev_support(h, j);
+    if (j < h.atoms) {
+      float e = expf(x[k] - mx);
+      sum += e;
+      acc += e * fh_dev_support(h, j);
+    }
   }
-  return fh_warp_sum(q);
+  return fh_warp_sum(acc) / fh_warp_sum(sum);
 }
 
 #endif /* FH_NET_DEVICE_CUH */

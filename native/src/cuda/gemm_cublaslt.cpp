@@ -1,0 +1,156 @@
+/*
+ * gemm_cublaslt.cpp — every cuBLAS/cuBLASLt call of the CUDA backend (see gemm_cublaslt.h).
+ *
+ * Row-major (rows = samples) maps onto cuBLASLt's column-major as transposes:
+ *   fwd: C(out, B) = op_T(W as (in, out)) * X as (in, B)          m = out, n = B, k = in
+ *   dx:  C(in, B)  = W as (in, out) * dY as (out, B)              m = in,  n = B, k = out
+ *   dw:  C(in, out) = X as (in, B) * op_T(dY as (out, B))         m = in,  n = out, k = B
+ * Bias (length m) rides in the epilogue. Plans (descriptors + heuristic algorithm) are cached per shape.
+ */
+#include "gemm_cublaslt.h"
+
+#include <cublasLt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+static constexpr size_t kWorkspaceBytes = 32u << 20;
+
+static thread_local char g_gemm_err[256];
+
+const char* fh_gemm_last_error(void) { return g_gemm_err; }
+size_t fh_gemm_workspace_bytes(void) { return kWorkspaceBytes; }
+
+namespace {
+
+using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int>;
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+}  // namespace
+
+struct fh_gemm {
+  cublasLtHandle_t lt = nullptr;
+  std::mutex mu;
+  std::map<PlanKey, Plan> plans;
+};
+
+static fh_status lt_fail(cublasStatus_t st, const char* what) {
+  snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt %s failed: status %d", what, (int)st);
+  fh_cuda_set_error(__FILE__, __LINE__, what, g_gemm_err);
+  return st == CUBLAS_STATUS_ALLOC_FAILED ? FH_ERR_OUT_OF_MEMORY : FH_ERR_DEVICE;
+}
+
+#define LT_TRY(expr, what)                                 \
+  do {                                                     \
+    cublasStatus_t st_ = (expr);                           \
+    if (st_ != CUBLAS_STATUS_SUCCESS) return lt_fail(st_, what); \
+  } while (0)
+
+fh_status fh_gemm_create(fh_gemm** out) {
+  fh_gemm* g = new (std::nothrow) fh_gemm();
+  if (!g) return FH_ERR_OUT_OF_MEMORY;
+  cublasStatus_t st = cublasLtCreate(&g->lt);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    delete g;
+    return lt_fail(st, "cublasLtCreate");
+  }
+  *out = g;
+  return FH_OK;
+}
+
+void fh_gemm_destroy(fh_gemm* g) {
+  if (!g) return;
+  for (auto& kv : g->plans) {
+    if (kv.second.op) cublasLtMatmulDescDestroy(kv.second.op);
+    if (kv.second.a) cublasLtMatrixLayoutDestroy(kv.second.a);
+    if (kv.second.b) cublasLtMatrixLayoutDestroy(kv.second.b);
+    if (kv.second.c) cublasLtMatrixLayoutDestroy(kv.second.c);
+  }
+  if (g->lt) cublasLtDestroy(g->lt);
+  delete g;
+}
+
+static cudaDataType_t cdt(fh_dtype t) { return t == FH_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/* Column-major GEMM: C(m, n) = op(A) op(B), with A stored (ta ? k x m : m x k), B (tb ? n x k : k x n). */
+static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, bool ta, bool tb, int m, int n, int k,
+                          const void* A, int lda, const void* B, int ldb, void* C, fh_dtype cdtype, int ldc,
+                          fh_epilogue epi, const void* bias) {
+  if (m <= 0 || n <= 0 || k <= 0) return FH_OK;
+  PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, 0};
+  Plan* plan = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g->mu);
+    auto it = g->plans.find(key);
+    if (it != g->plans.end()) plan = &it->second;
+  }
+  if (!plan) {
+    Plan p;
+    const cublasComputeType_t ct = CUBLAS_COMPUTE_32F;  /* fp32 accumulate; no TF32 in either mode */
+    LT_TRY(cublasLtMatmulDescCreate(&p.op, ct, CUDA_R_32F), "MatmulDescCreate");
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "set TRANSA");
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "set TRANSB");
+    cublasLtEpilogue_t e = epi == FH_EPI_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
+                           : epi == FH_EPI_BIAS    ? CUBLASLT_EPILOGUE_BIAS
+                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "set EPILOGUE");
+    if (epi != FH_EPI_NONE) {
+      /* a placeholder pointer for the heuristic; the real one is set per call */
+      const void* bp = bias;
+      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "set BIAS");
+    }
+    LT_TRY(cublasLtMatrixLayoutCreate(&p.a, cdt(op), ta ? k : m, ta ? m : k, lda), "layout A");
+    LT_TRY(cublasLtMatrixLayoutCreate(&p.b, cdt(op), tb ? n : k, tb ? k : n, ldb), "layout B");
+    LT_TRY(cublasLtMatrixLayoutCreate(&p.c, cdt(cdtype), m, n, ldc), "layout C");
+    cublasLtMatmulPreference_t pref;
+    LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+    size_t wsb = kWorkspaceBytes;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    cublasLtMatmulHeuristicResult_t res[1];
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p.op, p.a, p.b, p.c, p.c, pref, 1, res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      snprintf(g_gemm_err, sizeof g_gemm_err,
+               "cuBLASLt found no algorithm for m=%d n=%d k=%d op=%s out=%s epilogue=%d (status %d)", m, n, k,
+               op == FH_BF16 ? "bf16" : "f32", cdtype == FH_BF16 ? "bf16" : "f32", (int)epi, (int)st);
+      fh_cuda_set_error(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", g_gemm_err);
+      return FH_ERR_DEVICE;
+    }
+    p.algo = res[0].algo;
+    std::lock_guard<std::mutex> lock(g->mu);
+    plan = &(g->plans[key] = p);
+  }
+  if (epi != FH_EPI_NONE)
+    LT_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+           "set BIAS");
+  const float alpha = 1.0f, beta = 0.0f;
+  LT_TRY(cublasLtMatmul(g->lt, plan->op, &alpha, A, plan->a, B, plan->b, &beta, C, plan->c, C, plan->c, &plan->algo,
+                        ws, kWorkspaceBytes, s),
+         "cublasLtMatmul");
+  return FH_OK;
+}
+
+fh_status fh_gemm_fwd(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* X,
+                      int ldx, const void* W, const void* bias, fh_epilogue epi, void* Y, fh_dtype ydt, int ldy) {
+  return run_gemm(g, s, ws, op, true, false, out, B, in, W, in, X, ldx, Y, ydt, ldy, epi, bias);
+}
+
+fh_status fh_gemm_dx(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
+                     int lddy, const void* W, void* dX, fh_dtype xdt, int lddx) {
+  return run_gemm(g, s, ws, op, false, false, in, B, out, W, in, dY, lddy, dX, xdt, lddx, FH_EPI_NONE, nullptr);
+}
+
+fh_status fh_gemm_dw(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
+                     int lddy, const void* X, int ldx, float* dW) {
+  return run_gemm(g, s, ws, op, false, true, in, out, B, X, ldx, dY, lddy, dW, FH_F32, in, FH_EPI_NONE, nullptr);
+}

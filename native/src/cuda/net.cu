@@ -1,0 +1,336 @@
+/*
+ * net.cu — the network on the GPU (see net.h): allocation, forward, loss, backward, optimiser.
+ * Host orchestration only: GEMMs via gemm_cublaslt.h, elementwise via kernels/net_kernels.cuh.
+ */
+#include "net.h"
+
+#include <string.h>
+
+#include <vector>
+
+static inline char* fh_byte_ptr(void* p, int64_t elems, fh_dtype t) {
+  return static_cast<char*>(p) + elems * (int64_t)fh_dtype_size(t);
+}
+static inline const char* fh_byte_ptr(const void* p, int64_t elems, fh_dtype t) {
+  return static_cast<const char*>(p) + elems * (int64_t)fh_dtype_size(t);
+}
+
+static fh_status fh_dmalloc(void** p, size_t bytes) {
+  *p = nullptr;
+  if (bytes == 0) bytes = 16;
+  FH_CUDA_TRY(cudaMalloc(p, bytes));
+  return FH_OK;
+}
+template <typename P>
+static fh_status fh_dmalloc_t(P** p, size_t bytes) {
+  void* v = nullptr;
+  fh_status st = fh_dmalloc(&v, bytes);
+  *p = static_cast<P*>(v);
+  return st;
+}
+
+static int fh_make_layout(const fh_config& cfg, int32_t obs_dim, fh_layout* L) {
+  return fh_layout_make(L, obs_dim, cfg.hidden1, cfg.hidden2, cfg.head_hidden, cfg.atoms, cfg.n_branches,
+                        cfg.branch_sizes);
+}
+
+int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
+  fh_layout L;
+  if (fh_make_layout(cfg, obs_dim, &L) != 0) return 0;
+  const int64_t es = cfg.deterministic ? 4 : 2;
+  int64_t logits = 0;
+  for (int k = 0; k < L.n_heads; ++k) logits += L.out_pad[k];
+  const int64_t act = (int64_t)L.D + L.h1 + L.h2 + (int64_t)L.n_heads * L.hh;
+  int64_t per_pass = act * es + logits * 4 + 16 * 4;
+  int64_t bwd = logits * es + ((int64_t)L.n_heads * L.hh + L.h2 + L.h1) * es + 8;
+  return FH_NET_PASSES * per_pass + bwd;
+}
+
+void fh_net_destroy(fh_net* net) {
+  if (!net) return;
+  void* ptrs[] = {net->online, net->target, net->grad, net->adam_m, net->adam_v, net->dah, net->da2, net->da1,
+                  net->wloss, net->signal, net->red_part, net->qs_part, net->loss, net->gnorm, net->gscale,
+                  net->step};
+  for (void* p : ptrs)
+    if (p) cudaFree(p);
+  if (net->op == FH_BF16) {
+    if (net->online_sh) cudaFree(net->online_sh);
+    if (net->target_sh) cudaFree(net->target_sh);
+  }
+  for (int k = 0; k < FH_NET_HEADS; ++k) {
+    if (net->dlog[k]) cudaFree(net->dlog[k]);
+  }
+  for (int k = 0; k < FH_NET_HEADS + 1; ++k)
+    if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
+  for (int p = 0; p < FH_NET_PASSES; ++p) {
+    fh_net_pass& P = net->pass[p];
+    void* bufs[] = {P.x, P.a1, P.a2, P.ah, P.q};
+    for (void* b : bufs)
+      if (b) cudaFree(b);
+    for (int k = 0; k < FH_NET_HEADS; ++k) {
+      if (P.logits[k]) cudaFree(P.logits[k]);
+      if (P.ws[k]) cudaFree(P.ws[k]);
+      if (P.join[k]) cudaEventDestroy(P.join[k]);
+      if (k > 0 && P.hs[k]) cudaStreamDestroy(P.hs[k]);
+    }
+    if (P.fork) cudaEventDestroy(P.fork);
+    if (P.s) cudaStreamDestroy(P.s);
+  }
+  if (net->gemm) fh_gemm_destroy(net->gemm);
+  memset(net, 0, sizeof *net);
+}
+
+fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int32_t cap) {
+  memset(net, 0, sizeof *net);
+  if (fh_make_layout(cfg, obs_dim, &net->L) != 0) return FH_ERR_INVALID_CONFIG;
+  const fh_layout& L = net->L;
+  net->op = cfg.deterministic ? FH_F32 : FH_BF16;
+  net->cap = cap;
+  net->v_min = cfg.v_min;
+  net->v_max = cfg.v_max;
+  net->huber_delta = cfg.huber_delta;
+  net->nq = 0;
+  for (int d = 0; d < L.n_branches; ++d) net->nq += L.branch_sizes[d];
+  fh_status st = FH_OK;
+#define NET_TRY(expr)            \
+  do {                           \
+    st = (expr);                 \
+    if (st != FH_OK) goto fail;  \
+  } while (0)
+  {
+    const size_t pb = (size_t)L.total * sizeof(float);
+    const size_t es = fh_dtype_size(net->op);
+    const int64_t HH = (int64_t)L.n_heads * L.hh;
+    NET_TRY(fh_gemm_create(&net->gemm));
+    NET_TRY(fh_dmalloc_t(&net->online, pb));
+    NET_TRY(fh_dmalloc_t(&net->target, pb));
+    NET_TRY(fh_dmalloc_t(&net->grad, pb));
+    NET_TRY(fh_dmalloc_t(&net->adam_m, pb));
+    NET_TRY(fh_dmalloc_t(&net->adam_v, pb));
+    if (net->op == FH_BF16) {
+      NET_TRY(fh_dmalloc(&net->online_sh, (size_t)L.total * es));
+      NET_TRY(fh_dmalloc(&net->target_sh, (size_t)L.total * es));
+    } else {
+      net->online_sh = net->online;
+      net->target_sh = net->target;
+    }
+    for (int p = 0; p < FH_NET_PASSES; ++p) {
+      fh_net_pass& P = net->pass[p];
+      P.cap = cap;
+      NET_TRY(fh_dmalloc(&P.x, (size_t)cap * L.D * es));
+      NET_TRY(fh_dmalloc(&P.a1, (size_t)cap * L.h1 * es));
+      NET_TRY(fh_dmalloc(&P.a2, (size_t)cap * L.h2 * es));
+      NET_TRY(fh_dmalloc(&P.ah, (size_t)cap * HH * es));
+      NET_TRY(fh_dmalloc_t(&P.q, (size_t)cap * net->nq * sizeof(float)));
+      FH_CUDA_TRY(cudaStreamCreateWithFlags(&P.s, cudaStreamNonBlocking));
+      FH_CUDA_TRY(cudaEventCreateWithFlags(&P.fork, cudaEventDisableTiming));
+      for (int k = 0; k < L.n_heads; ++k) {
+        NET_TRY(fh_dmalloc_t(&P.logits[k], (size_t)cap * L.out_pad[k] * sizeof(float)));
+        NET_TRY(fh_dmalloc(&P.ws[k], fh_gemm_workspace_bytes()));
+        FH_CUDA_TRY(cudaEventCreateWithFlags(&P.join[k], cudaEventDisableTiming));
+        if (k == 0) {
+          P.hs[0] = P.s;
+        } else {
+          FH_CUDA_TRY(cudaStreamCreateWithFlags(&P.hs[k], cudaStreamNonBlocking));
+        }
+      }
+    }
+    for (int k = 0; k < L.n_heads; ++k) {
+      NET_TRY(fh_dmalloc(&net->dlog[k], (size_t)cap * L.out_pad[k] * es));
+      NET_TRY(fh_dmalloc_t(&net->colsum_part[k], (size_t)fh_colsum_partial_floats(cap, L.out_pad[k]) * 4));
+    }
+    {
+      int widest = (int)HH;
+      if (L.h1 > widest) widest = L.h1;
+      if (L.h2 > widest) widest = L.h2;
+      NET_TRY(fh_dmalloc_t(&net->colsum_part[FH_NET_HEADS], (size_t)fh_colsum_partial_floats(cap, widest) * 4));
+    }
+    NET_TRY(fh_dmalloc(&net->dah, (size_t)cap * HH * es));
+    NET_TRY(fh_dmalloc(&net->da2, (size_t)cap * L.h2 * es));
+    NET_TRY(fh_dmalloc(&net->da1, (size_t)cap * L.h1 * es));
+    NET_TRY(fh_dmalloc_t(&net->wloss, (size_t)cap * 4));
+    NET_TRY(fh_dmalloc_t(&net->signal, (size_t)cap * 4));
+    NET_TRY(fh_dmalloc_t(&net->red_part, (size_t)fh_sum_partial_doubles() * 8));
+    NET_TRY(fh_dmalloc_t(&net->qs_part, (size_t)fh_qstats_partial_doubles() * 8));
+    NET_TRY(fh_dmalloc_t(&net->loss, 4));
+    NET_TRY(fh_dmalloc_t(&net->gnorm, 4));
+    NET_TRY(fh_dmalloc_t(&net->gscale, 4));
+    NET_TRY(fh_dmalloc_t(&net->step, 8));
+
+    /* initial parameters (host, Philox INIT), target = online, moments 0 */
+    std::vector<float> init((size_t)L.total);
+    for (int64_t i = 0; i < L.total; ++i) init[(size_t)i] = fh_layout_init_value(&L, cfg.seed, i);
+    FH_CUDA_TRY(cudaMemcpy(net->online, init.data(), pb, cudaMemcpyHostToDevice));
+    FH_CUDA_TRY(cudaMemcpy(net->target, init.data(), pb, cudaMemcpyHostToDevice));
+    FH_CUDA_TRY(cudaMemset(net->grad, 0, pb));
+    FH_CUDA_TRY(cudaMemset(net->adam_m, 0, pb));
+    FH_CUDA_TRY(cudaMemset(net->adam_v, 0, pb));
+    FH_CUDA_TRY(cudaMemset(net->step, 0, 8));
+    for (int k = 0; k < L.n_heads; ++k) FH_CUDA_TRY(cudaMemset(net->dlog[k], 0, (size_t)cap * L.out_pad[k] * es));
+    NET_TRY(fh_net_sync_shadows(net, net->pass[0].s));
+    FH_CUDA_TRY(cudaStreamSynchronize(net->pass[0].s));
+  }
+  return FH_OK;
+fail:
+  fh_net_destroy(net);
+  return st;
+#undef NET_TRY
+}
+
+fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s) {
+  if (net->op != FH_BF16) return FH_OK;
+  FH_TRY(fh_launch_cast<fh_bf16>(net->online, static_cast<fh_bf16*>(net->online_sh), net->L.total, s));
+  FH_TRY(fh_launch_cast<fh_bf16>(net->target, static_cast<fh_bf16*>(net->target_sh), net->L.total, s));
+  return FH_OK;
+}
+
+fh_heads_view fh_net_view(const fh_net* net, int p) {
+  const fh_layout& L = net->L;
+  fh_heads_view h{};
+  h.v = net->pass[p].logits[0];
+  h.ldv = L.out_pad[0];
+  h.nb = L.n_branches;
+  for (int d = 0; d < L.n_branches; ++d) {
+    h.a[d] = net->pass[p].logits[d + 1];
+    h.lda[d] = L.out_pad[d + 1];
+    h.n[d] = L.branch_sizes[d];
+  }
+  h.atoms = L.atoms;
+  h.v_min = net->v_min;
+  h.v_max = net->v_max;
+  return h;
+}
+
+fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
+  const fh_layout& L = net->L;
+  fh_net_pass& P = net->pass[p];
+  const fh_dtype op = net->op;
+  const void* S = which == 0 ? net->online_sh : net->target_sh;
+  const float* M = which == 0 ? net->online : net->target;
+  const int HH = L.n_heads * L.hh;
+  if (B <= 0) return FH_OK;
+  if (B > P.cap) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, P.x, L.D, fh_byte_ptr(S, L.W1, op),
+                     fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1));
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
+                     fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2));
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
+                     fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH));
+  /* heads: value on the main stream, branches forked */
+  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+  for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
+  for (int k = 0; k < L.n_heads; ++k) {
+    FH_TRY(fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
+                       HH, fh_byte_ptr(S, L.WO[k], op), M + L.bO[k], FH_EPI_BIAS, P.logits[k], FH_F32, L.out_pad[k]));
+  }
+  for (int k = 1; k < L.n_heads; ++k) {
+    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+  }
+  if (want_q) FH_TRY(fh_launch_expected_q(fh_net_view(net, p), B, P.q, net->nq, P.s));
+  return FH_OK;
+}
+
+template <typename T>
+static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                               const float* weight) {
+  const fh_layout& L = net->L;
+  fh_heads_grad<T> g{};
+  g.v = static_cast<T*>(net->dlog[0]);
+  g.ldv = L.out_pad[0];
+  for (int d = 0; d < L.n_branches; ++d) {
+    g.a[d] = static_cast<T*>(net->dlog[d + 1]);
+    g.lda[d] = L.out_pad[d + 1];
+  }
+  return fh_launch_bdq_loss<T>(fh_net_view(net, 0), fh_net_view(net, 1), fh_net_view(net, 2), act, ret, disc, weight,
+                               B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+}
+
+template <typename T>
+static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
+  const fh_layout& L = net->L;
+  fh_net_pass& P = net->pass[0];
+  const fh_dtype op = net->op;
+  const void* S = net->online_sh;
+  const int HH = L.n_heads * L.hh;
+  float* G = net->grad;
+  float* part = net->colsum_part[FH_NET_HEADS];
+  /* heads on forked streams: bias grad, weight grad, input grad into dah's column block */
+  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+  for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
+  for (int k = 0; k < L.n_heads; ++k) {
+    cudaStream_t hs = P.hs[k];
+    T* dl = static_cast<T*>(net->dlog[k]);
+    FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k], G + L.bO[k],
+                                        hs));
+    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k]));
+    FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
+                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH));
+  }
+  for (int k = 1; k < L.n_heads; ++k) {
+    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+  }
+  /* head first layer (all heads as one GEMM) */
+  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH, part,
+                                      G + L.bH, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
+                    L.h2));
+  /* trunk layer 2 */
+  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2, part,
+                                      G + L.b2, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
+                    L.h1));
+  /* trunk layer 1 (no input gradient) */
+  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1, part,
+                                      G + L.b1, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1));
+  return FH_OK;
+}
+
+fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                           const float* weight) {
+  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
+  fh_net_pass& P0 = net->pass[0];
+  /* online(s') and target(s') forked off pass 0's stream, joined back before the loss */
+  FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
+  for (int p = 1; p < FH_NET_PASSES; ++p) FH_CUDA_TRY(cudaStreamWaitEvent(net->pass[p].s, P0.join[0], 0));
+  FH_TRY(fh_net_forward(net, 0, 0, B, 0));
+  FH_TRY(fh_net_forward(net, 1, 0, B, 0));
+  FH_TRY(fh_net_forward(net, 2, 1, B, 0));
+  for (int p = 1; p < FH_NET_PASSES; ++p) {
+    FH_CUDA_TRY(cudaEventRecord(net->pass[p].join[0], net->pass[p].s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, net->pass[p].join[0], 0));
+  }
+  if (net->op == FH_BF16) {
+    FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
+    FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
+  } else {
+    FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
+    FH_TRY(fh_net_backward_t<float>(net, B));
+  }
+  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
+  return FH_OK;
+}
+
+fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
+  cudaStream_t s = net->pass[0].s;
+  const int64_t n = net->L.total;
+  FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
+  if (net->op == FH_BF16) {
+    FH_TRY(fh_launch_adam<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad, net->adam_m,
+                                   net->adam_v, net->gscale, net->step, cfg.lr, cfg.adam_beta1, cfg.adam_beta2,
+                                   cfg.adam_eps, s));
+    FH_TRY(fh_launch_target_update<fh_bf16>(n, net->online, net->target, static_cast<fh_bf16*>(net->target_sh),
+                                            net->step, cfg.target_update_every, cfg.tau, s));
+  } else {
+    FH_TRY(fh_launch_adam<float>(n, net->online, nullptr, net->grad, net->adam_m, net->adam_v, net->gscale, net->step,
+                                 cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, s));
+    FH_TRY(fh_launch_target_update<float>(n, net->online, net->target, nullptr, net->step, cfg.target_update_every,
+                                          cfg.tau, s));
+  }
+  return FH_OK;
+}

@@ -1,0 +1,101 @@
+/*
+ * net.h — the BDQ network on the GPU (DESIGN §5): parameters, forward passes, the fused loss,
+ * backward, global-norm clip, Adam and the target update. Host code only; the GEMMs go through
+ * gemm_cublaslt.h, the elementwise work through kernels/net_kernels.cuh.
+ *
+ * Memory: every flat vector (online, target, grad, Adam m and v) is one allocation of
+ * layout.total floats carved by native/src/common/layout.h, so pointers stay fixed for graph capture.
+ * In bf16 mode the online and target nets also have a bf16 shadow (same layout) that the GEMMs read;
+ * Adam and the target update rewrite it. In deterministic mode (fp32) the shadow is the master.
+ *
+ * Passes: pass 0 = online(s) (the one that backpropagates), 1 = online(s'), 2 = target(s'),
+ * each with its own main stream, one stream per branch head (the value head runs on the main
+ * stream) and cuBLASLt workspaces, so the three passes and the heads inside each can overlap
+ * (forked streams joined by events; inside a captured graph they become parallel branches).
+ * Collection and evaluation use pass 1's buffers (nothing trains concurrently with them).
+ */
+#ifndef FH_CUDA_NET_H
+#define FH_CUDA_NET_H
+
+#include "../../../kernels/net_kernels.cuh"
+#include "../common/layout.h"
+#include "gemm_cublaslt.h"
+
+#define FH_NET_PASSES 3
+#define FH_NET_HEADS FH_LAYOUT_MAX_HEADS
+
+struct fh_net_pass {
+  int32_t cap;                  /* rows */
+  void* x;                      /* (cap, D) input, op dtype */
+  void* a1;                     /* (cap, h1) post-ReLU */
+  void* a2;                     /* (cap, h2) post-ReLU */
+  void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
+  float* logits[FH_NET_HEADS];  /* (cap, out_pad[k]) fp32 */
+  float* q;                     /* (cap, nq) expected Q, fp32 */
+  cudaStream_t s;               /* main stream of the pass */
+  cudaStream_t hs[FH_NET_HEADS];/* hs[0] = s; hs[k] head k's stream */
+  void* ws[FH_NET_HEADS];       /* cuBLASLt workspace per stream */
+  cudaEvent_t fork, join[FH_NET_HEADS];
+};
+
+struct fh_net {
+  fh_layout L;
+  fh_dtype op;                  /* GEMM operand dtype: FH_BF16 or FH_F32 (deterministic) */
+  fh_gemm* gemm;
+  int32_t nq;                   /* sum of branch sizes (expected-Q columns) */
+  int32_t cap;                  /* largest batch the buffers hold */
+  float v_min, v_max, huber_delta;
+  /* flat vectors (layout.total floats) */
+  float* online;
+  float* target;
+  float* grad;
+  float* adam_m;
+  float* adam_v;
+  void* online_sh;              /* op-dtype shadow (== online in fp32 mode) */
+  void* target_sh;
+  /* passes and backward buffers */
+  fh_net_pass pass[FH_NET_PASSES];
+  void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
+  void* dah;                    /* (cap, H*hh) */
+  void* da2;                    /* (cap, h2) */
+  void* da1;                    /* (cap, h1) */
+  float* colsum_part[FH_NET_HEADS + 1];  /* partial column sums (one per concurrent stream) */
+  float* wloss;                 /* (cap) w_i * loss_i */
+  float* signal;                /* (cap) priority signal */
+  double* red_part;             /* partials of the flat reductions */
+  double* qs_part;              /* partials of the Q statistics */
+  /* device scalars */
+  float* loss;                  /* (1) batch loss of the last step */
+  float* gnorm;                 /* (1) grad norm before clipping */
+  float* gscale;                /* (1) clip factor */
+  int64_t* step;                /* (1) optimiser steps taken (Adam t; train step counter) */
+};
+
+/* Allocate everything for batches up to cap rows and initialise online = target = init(seed)
+ * (fh_layout_init_value), Adam moments 0, step 0. Synchronous; not capturable. */
+fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int32_t cap);
+void fh_net_destroy(fh_net* net);  /* idempotent */
+
+/* Bytes per batch row the buffers take (for the auto batch sizer). */
+int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim);
+
+/* Rewrite the op-dtype shadows from the fp32 masters (after set_params / checkpoint load). */
+fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);
+
+/* Forward of pass p over B rows of pass[p].x with the online (which = 0) or target (1) net:
+ * logits; with want_q also expected Q into pass[p].q. Runs on pass[p].s (+ head streams, joined). */
+fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q);
+
+/* The heads view of pass p's logits (for the loss and expected-Q kernels). */
+fh_heads_view fh_net_view(const fh_net* net, int p);
+
+/* Loss + gradient of the online net on batch (pass 0 x = s, pass 1 x = s', pass 2 x = s').
+ * Runs forward of the three passes (1 and 2 forked from pass 0's stream and joined back), the fused
+ * loss, backward into net->grad, and the batch loss into *net->loss. Everything on pass[0].s. */
+fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                           const float* weight);
+
+/* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. */
+fh_status fh_net_optimise(fh_net* net, const fh_config& cfg);
+
+#endif /* FH_CUDA_NET_H */
