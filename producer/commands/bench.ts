@@ -16,7 +16,7 @@ import { collect, parseCount } from './train.js';
 interface BenchFlags {
   config: string;
   set: string[];
-  backend: BackendChoice;
+  backend?: BackendChoice;
   epochs: string;
   warmup: string;
   peakTflops?: string;
@@ -29,7 +29,7 @@ export function register(program: Command): void {
     .description('benchmark epochs of a run config: per-phase ms, throughput, syncs, FLOP rate vs the floor')
     .option('--config <name|file>', 'config/runs/<name>.toml or a TOML path', 'tiny')
     .option('--set <key=value>', 'override a config field (repeatable)', collect, [])
-    .addOption(new Option('--backend <backend>', 'native backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
+    .addOption(new Option('--backend <backend>', 'native backend (default: the config\'s gpu.backend)').choices(['auto', 'cpu', 'cuda']))
     .option('--epochs <n>', 'measured epochs', '5')
     .option('--warmup <k>', 'warm-up epochs (not measured)', '1')
     .option('--peak-tflops <x>', 'peak rate for the floor (default: 790 on H100/H200, none on CPU)')
@@ -40,11 +40,11 @@ export function register(program: Command): void {
         configPath,
         configName: basename(configPath, '.toml'),
         cfg: loadRunConfig(configPath, flags.set),
-        backend: flags.backend,
         epochs: parseCount(flags.epochs, '--epochs', 1),
         warmup: parseCount(flags.warmup, '--warmup'),
         log: stderrLogger(process.env['FOXHUNT_LOG_LEVEL'] ?? 'warn'),
       };
+      if (flags.backend !== undefined) opts.backend = flags.backend;
       if (flags.peakTflops !== undefined) {
         const peak = Number(flags.peakTflops);
         if (!(peak > 0)) throw new FoxhuntError('CONFIG_INVALID', `expected a positive number, got ${flags.peakTflops}`, { where: '--peak-tflops' });

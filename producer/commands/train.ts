@@ -15,7 +15,7 @@ interface TrainFlags {
   config: string;
   set: string[];
   epochs: string;
-  backend: BackendChoice;
+  backend?: BackendChoice;
   checkpointOut?: string;
   resume?: string;
   json?: boolean;
@@ -40,7 +40,7 @@ export function register(program: Command): void {
     .requiredOption('--config <file>', 'run config (TOML)')
     .option('--set <key=value>', 'override a config field (repeatable), e.g. --set agent.lr=3e-4', collect, [])
     .option('--epochs <n>', 'epochs to run', '5')
-    .addOption(new Option('--backend <backend>', 'native backend').choices(['auto', 'cpu', 'cuda']).default('auto'))
+    .addOption(new Option('--backend <backend>', 'native backend (default: the config\'s gpu.backend)').choices(['auto', 'cpu', 'cuda']))
     .option('--checkpoint-out <file>', 'write a checkpoint after the last epoch')
     .option('--resume <file>', 'load this checkpoint before the first epoch')
     .option('--json', 'print one JSON object of flattened scalars per epoch')
@@ -65,7 +65,6 @@ export function register(program: Command): void {
       };
       const opts: Parameters<typeof trainLocal>[1] = {
         epochs,
-        backend: flags.backend,
         log,
         onStart: (info) => {
           if (json) return;
@@ -79,6 +78,7 @@ export function register(program: Command): void {
           bar?.increment(1, { sharpe: sharpe === null || sharpe === undefined ? '-' : sharpe.toFixed(2) });
         },
       };
+      if (flags.backend !== undefined) opts.backend = flags.backend;
       if (flags.checkpointOut !== undefined) opts.checkpointOut = flags.checkpointOut;
       if (flags.resume !== undefined) opts.resume = flags.resume;
       try {

@@ -460,7 +460,7 @@ export function loadNative(backend: NativeBackend, libDir?: string): NativeLib {
   if (cached !== undefined) return cached;
   if (!existsSync(path)) {
     throw new FoxhuntError(
-      backend === 'cuda' ? 'UNSUPPORTED' : 'INTERNAL',
+      'UNSUPPORTED',
       `native library not built: ${path} is missing (run npm run build:native)`,
     );
   }
@@ -476,7 +476,7 @@ function openLibrary(backend: NativeBackend, path: string): NativeLib {
   try {
     handle = koffi.load(path);
   } catch (err) {
-    throw new FoxhuntError(backend === 'cuda' ? 'UNSUPPORTED' : 'INTERNAL',
+    throw new FoxhuntError('UNSUPPORTED',
       `cannot load native library ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   const sync: Record<string, (...args: any[]) => any> = {};

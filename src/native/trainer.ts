@@ -354,6 +354,8 @@ export class NativeTrainer {
   #closed = false;
   #lastEpoch = 0;
   #info: TrainerInfo | null = null;
+  /** Buffers handed to the async call in flight: referenced until it settles. */
+  #pinned: unknown = null;
 
   private constructor(lib: NativeLib, handle: TrainerHandle, config: FhConfig, market: FhMarket) {
     this.#lib = lib;
@@ -435,6 +437,7 @@ export class NativeTrainer {
       const cap = toNumber(size[0]);
       const buf = Buffer.alloc(cap);
       const written: [number | bigint] = [0];
+      this.#pinned = buf;
       const status = await this.#lib.async.fh_trainer_save_checkpoint(handle, buf, cap, written);
       this.#check(status, 'save checkpoint');
       const n = toNumber(written[0]);
@@ -445,6 +448,7 @@ export class NativeTrainer {
   /** Restores a checkpoint. `buf` must not be modified until the promise settles. */
   loadCheckpoint(buf: Uint8Array): Promise<void> {
     return this.#serial('loadCheckpoint', async (handle) => {
+      this.#pinned = buf;
       const status = await this.#lib.async.fh_trainer_load_checkpoint(handle, buf, buf.byteLength);
       this.#check(status, 'load checkpoint');
       this.#lastEpoch = 0;
@@ -498,6 +502,7 @@ export class NativeTrainer {
         return await fn(handle);
       } finally {
         this.#busy = false;
+        this.#pinned = null;
       }
     };
     const result = this.#queue.then(run, run);

@@ -50,9 +50,9 @@ export function resolveRun(cfg: RunConfig, opts: { backend?: BackendChoice; libD
   }
   const base = structuredClone(cfg);
   base.gpu.backend = backend;
-  // An explicit profile of the other kind (e.g. profile "cpu" with --backend cuda) yields to the backend.
-  const profileIsCpu = base.gpu.profile === 'cpu';
-  if (base.gpu.profile !== 'auto' && profileIsCpu !== (backend === 'cpu')) base.gpu.profile = 'auto';
+  // An explicit profile of the other kind (e.g. tiny's profile "cpu" run with --backend cuda) is
+  // not applied: the run keeps its own [gpu]/[train] values and only the backend changes.
+  if (base.gpu.profile !== 'auto' && (base.gpu.profile === 'cpu') !== (backend === 'cpu')) return { cfg: base, backend };
   const withProfile = resolveGpuProfile(base, deviceName !== undefined ? { deviceName } : {});
   withProfile.gpu.backend = backend;
   return { cfg: withProfile, backend };
