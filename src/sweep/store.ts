@@ -57,6 +57,21 @@ export interface LeaderboardRow {
   configHash: string;
 }
 
+/*
+  KEYS[1] hashes HASH  KEYS[2] trials ZSET  KEYS[3] params HASH  KEYS[4] status HASH  KEYS[5] pending LIST
+  ARGV[1] config hash  ARGV[2] run id  ARGV[3] trial index  ARGV[4] params JSON
+  Returns { run id holding the hash, 1 if this call added the trial }
+*/
+const ADD_TRIAL_LUA = `
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
+  return { redis.call('HGET', KEYS[1], ARGV[1]), 0 }
+end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[2], 'pending')
+redis.call('RPUSH', KEYS[5], ARGV[2])
+return { ARGV[2], 1 }`;
+
 export function encodeSweep(r: SweepRecord): Record<string, string> {
   return {
     id: r.id, name: r.name, status: r.status, metric: r.metric, goal: r.goal,
@@ -125,20 +140,21 @@ export class SweepStore {
   }
 
   /**
-   * Adds a trial as pending unless its config hash is taken (dedup) or the run id exists.
-   * Returns the run id that holds the hash.
+   * Adds a trial as pending, atomically, unless its config hash is taken (dedup): then returns
+   * the run id that holds the hash. Re-adding the same trial changes nothing.
    */
-  async addTrial(id: string, t: TrialInfo): Promise<{ runId: string; added: boolean }> {
+  async addTrial(id: string, t: TrialInfo & { config: unknown }): Promise<{ runId: string; added: boolean }> {
     const k = this.keys(id);
-    const taken = await this.redis.hsetnx(k.hashes, t.configHash, t.runId);
-    if (taken === 0) return { runId: (await this.redis.hget(k.hashes, t.configHash)) ?? t.runId, added: false };
-    await this.redis.multi()
-      .zadd(k.trials, String(t.index), t.runId)
-      .hset(k.params, t.runId, JSON.stringify({ index: t.index, params: t.params, configHash: t.configHash }))
-      .hsetnx(k.status, t.runId, 'pending')
-      .rpush(k.pending, t.runId)
-      .exec();
-    return { runId: t.runId, added: true };
+    const reply = await this.redis.eval(ADD_TRIAL_LUA, 5, k.hashes, k.trials, k.params, k.status, k.pending,
+      t.configHash, t.runId, String(t.index),
+      JSON.stringify({ index: t.index, params: t.params, configHash: t.configHash, config: t.config })) as [string, number];
+    return { runId: reply[0], added: reply[1] === 1 };
+  }
+
+  /** The validated config a trial was planned with. */
+  async trialConfig(id: string, runId: string): Promise<unknown> {
+    const raw = await this.redis.hget(this.keys(id).params, runId);
+    return raw === null ? null : (JSON.parse(raw) as { config?: unknown }).config ?? null;
   }
 
   async trials(id: string): Promise<TrialInfo[]> {

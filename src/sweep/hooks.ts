@@ -1,0 +1,117 @@
+/**
+ * What the worker calls for a trial (a run with a sweep id):
+ *   onTrialEpoch  after each committed epoch. At a rung it runs the ASHA script, which records the
+ *                 trial's metric and decides at once; a pruned trial gets run status `pruned` and the
+ *                 reply { action: 'stop' }, and the worker ends the job without training further.
+ *                 At max_epochs the trial is completed. Either way, free slots go to pending trials.
+ *   onTrialEnd    when a trial's job ends without reaching max_epochs for another reason
+ *                 (failed for good, cancelled): the trial is `failed`, the sweep goes on.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { Keys } from '../redis/keys.js';
+import { RunStore } from '../redis/runs.js';
+import { bullConnection } from '../queue/connection.js';
+import { epochsQueueName } from '../queue/names.js';
+import { decideAtRung, releaseTrial } from './asha.js';
+import type { RungDecision } from './asha.js';
+import { enqueueAll, finishSweep } from './runner.js';
+import type { SweepContext } from './runner.js';
+import { SweepStore } from './store.js';
+
+export interface TrialEpochArgs {
+  redis: Redis;
+  runId: string;
+  sweepId: string;
+  /** 1-based index of the epoch just committed */
+  epoch: number;
+  scalars: Record<string, number | null>;
+  /** defaults: new Keys() and the epochs queue on REDIS_URL */
+  keys?: Keys;
+  queue?: Queue;
+}
+
+export interface TrialEpochResult {
+  /** stop: the trial is over (pruned or completed); the worker trains no further epoch of it */
+  action: 'continue' | 'stop';
+  status: 'running' | 'pruned' | 'completed' | 'failed' | 'unknown';
+  decision?: RungDecision;
+}
+
+let sharedQueue: Queue | undefined;
+
+/** The epochs queue on REDIS_URL, opened once per process. */
+export function sharedEpochsQueue(): Queue {
+  sharedQueue ??= new Queue(epochsQueueName(), { connection: bullConnection() });
+  return sharedQueue;
+}
+
+/** Closes the queue the hooks opened on their own (worker shutdown). */
+export async function closeHooks(): Promise<void> {
+  const q = sharedQueue;
+  sharedQueue = undefined;
+  if (q !== undefined) await q.close();
+}
+
+function contextOf(a: { redis: Redis; keys?: Keys; queue?: Queue }): SweepContext {
+  return { redis: a.redis, keys: a.keys ?? new Keys(), queue: a.queue ?? sharedEpochsQueue() };
+}
+
+export async function onTrialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult> {
+  const ctx = contextOf(args);
+  const store = new SweepStore(ctx.redis, ctx.keys.prefix);
+  const rec = await store.get(args.sweepId);
+  if (rec === null) return { action: 'continue', status: 'unknown' };
+  const k = store.keys(rec.id);
+  const status = await store.trialStatus(rec.id, args.runId);
+  if (status === null) return { action: 'continue', status: 'unknown' };
+  if (status === 'pruned' || status === 'completed' || status === 'failed') {
+    return { action: 'stop', status };
+  }
+  const raw = args.scalars[rec.metric];
+  const metric = typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
+
+  if (rec.rungs.includes(args.epoch) && args.epoch < rec.maxEpochs) {
+    const decision = await decideAtRung(ctx.redis, k, {
+      runId: args.runId, rung: args.epoch, metric, goal: rec.goal, eta: rec.eta, concurrency: rec.concurrency,
+    });
+    if (decision.decision === 'prune') {
+      await new RunStore(ctx.redis, ctx.keys).setStatus(args.runId, 'pruned');
+      await enqueueAll(ctx, rec, decision.enqueue);
+      if (decision.sweepDone) await finishSweep(ctx, rec.id);
+      return { action: 'stop', status: 'pruned', decision };
+    }
+    if (decision.decision === 'ended') return { action: 'stop', status: 'unknown', decision };
+    return { action: 'continue', status: 'running', decision };
+  }
+
+  await store.recordEpoch(rec.id, args.runId, args.epoch, metric);
+  if (args.epoch >= rec.maxEpochs) {
+    const r = await releaseTrial(ctx.redis, k, { runId: args.runId, status: 'completed', concurrency: rec.concurrency });
+    await enqueueAll(ctx, rec, r.enqueue);
+    if (r.sweepDone) await finishSweep(ctx, rec.id);
+    return { action: 'stop', status: 'completed' };
+  }
+  return { action: 'continue', status: 'running' };
+}
+
+export interface TrialEndArgs {
+  redis: Redis;
+  runId: string;
+  sweepId: string;
+  /** failed: failed for good (no retry left) or cancelled */
+  status: 'failed' | 'completed';
+  keys?: Keys;
+  queue?: Queue;
+}
+
+/** A trial's job ended for good without the epoch hook finishing it: release its slot. */
+export async function onTrialEnd(args: TrialEndArgs): Promise<void> {
+  const ctx = contextOf(args);
+  const store = new SweepStore(ctx.redis, ctx.keys.prefix);
+  const rec = await store.get(args.sweepId);
+  if (rec === null) return;
+  const r = await releaseTrial(ctx.redis, store.keys(rec.id), { runId: args.runId, status: args.status, concurrency: rec.concurrency });
+  await enqueueAll(ctx, rec, r.enqueue);
+  if (r.sweepDone) await finishSweep(ctx, rec.id);
+}

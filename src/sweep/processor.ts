@@ -1,0 +1,46 @@
+/**
+ * The `foxhunt-sweeps` queue's job: `{ sweepId }`. The sweep record (with its resolved spec) is
+ * written by the producer; the job adds the trials (deduplicated by config hash) and enqueues up
+ * to the concurrency cap. Re-running it resumes the sweep (resume.ts), so a retry or a duplicate
+ * delivery is harmless.
+ */
+import type { Job, Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { FoxhuntError } from '../errors.js';
+import { Keys, RUN_ID_PATTERN } from '../redis/keys.js';
+import { serviceRedis } from '../queue/connection.js';
+import { sharedEpochsQueue } from './hooks.js';
+import { resumeSweep } from './resume.js';
+import type { ResumeReport } from './resume.js';
+
+export const SWEEP_JOB = 'sweep';
+
+export const SweepJobSchema = z.strictObject({
+  sweepId: z.string().regex(RUN_ID_PATTERN, 'sweep id: letters, digits, ".", "_", "-"').describe('the sweep to start or resume'),
+});
+export type SweepJobData = z.infer<typeof SweepJobSchema>;
+
+export function sweepJobId(sweepId: string): string {
+  return `sweep.${sweepId}`;
+}
+
+export function parseSweepJob(data: unknown): SweepJobData {
+  const r = SweepJobSchema.safeParse(data);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const where = ['data', ...(issue?.path ?? []).map(String)].join('.');
+    throw new FoxhuntError('JOB_INVALID', `invalid sweep job: ${issue?.message ?? 'bad data'}`, { where });
+  }
+  return r.data;
+}
+
+export async function processSweepJob(job: Pick<Job, 'data'>, opts: { redis?: Redis; keys?: Keys; queue?: Queue } = {}): Promise<ResumeReport> {
+  const data = parseSweepJob(job.data);
+  const redis = opts.redis ?? serviceRedis();
+  try {
+    return await resumeSweep({ redis, keys: opts.keys ?? new Keys(), queue: opts.queue ?? sharedEpochsQueue() }, data.sweepId);
+  } finally {
+    if (opts.redis === undefined) await redis.quit();
+  }
+}
