@@ -9,11 +9,11 @@
  * No secrets travel in job data: the schemas admit only run ids, epoch counts and run configs.
  * Data paths inside configs must stay under the data root (FOXHUNT_DATA_ROOT).
  */
-import { existsSync, realpathSync } from 'node:fs';
-import { isAbsolute, relative, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { RunConfigSchema } from '../config/schema.js';
 import type { RunConfig } from '../config/schema.js';
+import { resolvePathInDataRoot } from '../data/paths.js';
 import { FoxhuntError } from '../errors.js';
 import { RUN_ID_PATTERN } from '../redis/keys.js';
 import { JOB_EPOCHS, JOB_PRECOMPUTE } from './names.js';
@@ -59,25 +59,17 @@ export function dataRoot(): string {
   return resolve(process.env['FOXHUNT_DATA_ROOT'] || 'data');
 }
 
-function confined(root: string, p: string): boolean {
-  const abs = resolve(root, p);
-  const rel = relative(root, abs);
-  if (rel.startsWith('..') || isAbsolute(rel)) return false;
-  if (existsSync(abs) && existsSync(root)) {
-    const realRel = relative(realpathSync(root), realpathSync(abs));
-    if (realRel.startsWith('..') || isAbsolute(realRel)) return false;
-  }
-  return true;
-}
-
 /** Throws PATH_OUTSIDE_DATA_ROOT naming the field when a data path escapes the root. */
 export function checkDataPaths(cfg: RunConfig, root: string = dataRoot(), fieldPrefix = 'data.config'): void {
   const paths: [string, string][] = [];
   if (cfg.data.path !== undefined) paths.push([`${fieldPrefix}.data.path`, cfg.data.path]);
   (cfg.data.paths ?? []).forEach((p, i) => paths.push([`${fieldPrefix}.data.paths.${i}`, p]));
   for (const [field, p] of paths) {
-    if (!confined(root, p)) {
-      throw new FoxhuntError('PATH_OUTSIDE_DATA_ROOT', `${JSON.stringify(p)} is outside the data root ${root}`, { where: field });
+    try {
+      resolvePathInDataRoot(root, p);
+    } catch (err) {
+      const message = err instanceof FoxhuntError ? err.message.replace(/^data\.path: /, '') : String(err);
+      throw new FoxhuntError('PATH_OUTSIDE_DATA_ROOT', message, { where: field, cause: err });
     }
   }
 }
