@@ -1,0 +1,907 @@
+/*
+ * trainer_cuda.cu — the fh_* C ABI of libfoxhunt_cuda.so (foxhunt.h): trainer create/destroy,
+ * run_epoch, checkpoints, info and the narrow test entry points. Every entry point sets its device
+ * first (calls arrive on koffi's worker threads) and returns errors as fh_status values with a
+ * message; nothing aborts (except the test-only fault_hook, which must crash on purpose).
+ *
+ * One epoch (SPEC 5), with no host synchronisation until the end:
+ *   collect   stream C (net pass 1's stream): one graph of T steps
+ *             [observe -> online forward (N rows) -> expected Q -> epsilon-greedy -> env step + replay row]
+ *             then collect_end (env-step counter, sum-tree rebuild)
+ *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step:
+ *             sample -> gather s, s' -> [online(s) | online(s') | target(s')] on forked streams ->
+ *             fused loss -> backward (heads forked) -> grad norm/clip -> Adam -> target update ->
+ *             priority update -> loss/grad-norm history on the device (+ Q stats every qstats_every)
+ *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
+ *   flush     async copies of the histories into pinned memory, one event, ONE cudaEventSynchronize
+ * Loss and grad norm of every step stay on the device (history indexed by the step counter) and
+ * come back with that single flush; the trainer counts its synchronisations (stats.host_syncs).
+ * use_graphs = 0 launches exactly the same sequence eagerly.
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "collect.h"
+#include "config.h"
+#include "eval.h"
+#include "net.h"
+#include "per.cuh"
+#include "replay.h"
+#include "sha256.h"
+
+#define FH_CUDA_VERSION "0.1.0 cuda"
+#define FH_CKPT_MAGIC "FHCK"
+#define FH_CKPT_VERSION 1u
+
+struct fh_host_market {
+  std::vector<float> features;
+  std::vector<double> open, high, low, close, atr;
+  std::vector<uint8_t> session_start;
+  fh_market m;
+};
+
+struct fh_trainer {
+  fh_config cfg;
+  int32_t device = 0;
+  std::string last_error;
+  fh_host_market hm;
+  double reward_scale = 0.0;
+  int32_t obs_dim = 0;
+  int32_t batch = 0;
+  int32_t cap = 0;
+  uint64_t config_hash = 0;
+  double flops_per_epoch = 0.0;
+
+  fh_cuda_market dm{};
+  fh_cuda_envs envs{};
+  fh_cuda_replay replay{};
+  fh_cuda_batch bb{};
+  fh_cuda_eval ev{};
+  bool have_dm = false, have_envs = false, have_replay = false, have_bb = false, have_ev = false, have_net = false;
+  fh_net net{};
+
+  cudaGraphExec_t g_collect = nullptr, g_train = nullptr, g_train_q = nullptr, g_eval = nullptr;
+
+  float* loss_hist = nullptr;    /* (S) device */
+  float* gnorm_hist = nullptr;   /* (S) device */
+  double* qstats = nullptr;      /* (5) device, last Q-stats sample */
+  /* pinned flush target */
+  float* h_loss = nullptr;       /* (S) */
+  float* h_gnorm = nullptr;      /* (S) */
+  double* h_qstats = nullptr;    /* (5) */
+  float* h_eps = nullptr;        /* (1) */
+  cudaEvent_t e_t0 = nullptr, e_t1 = nullptr, e_t2 = nullptr, e_t3 = nullptr;
+
+  int64_t epoch = 0;             /* epochs finished */
+  int64_t env_step = 0;          /* collection steps so far (mirror of the device counter) */
+  int64_t train_step = 0;        /* optimiser steps so far (mirror of the device counter) */
+  fh_metrics flat{}, buy_hold{};
+};
+
+/* ------------------------------------------------------------------ errors */
+
+static fh_status fail(fh_trainer* t, fh_status st, const char* fmt, ...) {
+  char buf[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (t) t->last_error = buf;
+  return st;
+}
+
+/* Failure of a CUDA-side step: message = what + the recorded CUDA/cuBLAS text. */
+static fh_status fail_dev(fh_trainer* t, fh_status st, const char* what) {
+  const char* detail = fh_cuda_last_error_text();
+  return fail(t, st, "%s: %s (%s)", what, fh_status_string(st), detail && detail[0] ? detail : "no detail");
+}
+
+#define TR_TRY(t, expr, what)                            \
+  do {                                                   \
+    fh_status s_ = (expr);                               \
+    if (s_ != FH_OK) return fail_dev((t), s_, (what));   \
+  } while (0)
+
+#define TR_CUDA(t, expr, what)                                                          \
+  do {                                                                                  \
+    cudaError_t e_ = (expr);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      fh_cuda_set_error(__FILE__, __LINE__, #expr, cudaGetErrorString(e_));             \
+      return fail_dev((t), fh_cuda_status(e_), (what));                                 \
+    }                                                                                   \
+  } while (0)
+
+static void set_err(char* err, size_t len, const char* fmt, ...) {
+  if (!err || len == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, len, fmt, ap);
+  va_end(ap);
+}
+
+static fh_status set_device(fh_trainer* t) {
+  cudaError_t e = cudaSetDevice(t->device);
+  if (e != cudaSuccess) return fail(t, fh_cuda_status(e), "cudaSetDevice(%d): %s", t->device, cudaGetErrorString(e));
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ launch sequences */
+
+static cudaStream_t collect_stream(fh_trainer* t) { return t->net.pass[1].s; }
+static cudaStream_t train_stream(fh_trainer* t) { return t->net.pass[0].s; }
+
+/* T collection steps on the collect stream. */
+static fh_status launch_collect(fh_trainer* t) {
+  cudaStream_t s = collect_stream(t);
+  const int32_t N = t->cfg.n_envs, D = t->obs_dim;
+  for (int32_t i = 0; i < t->cfg.episode_len; ++i) {
+    FH_TRY(fh_launch_env_observe(t->envs, t->dm, t->net.op, t->net.pass[1].x, D, s));
+    FH_TRY(fh_net_forward(&t->net, 1, 0, N, 1));
+    FH_TRY(fh_launch_select_actions(t->envs, t->net.pass[1].q, t->net.nq, i, 0, s));
+    FH_TRY(fh_launch_env_step(t->envs, t->dm, &t->replay, i, s));
+  }
+  return fh_launch_collect_end(t->envs, &t->replay, t->cfg.episode_len, s);
+}
+
+/* One train step on the train stream. */
+static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
+  cudaStream_t s = train_stream(t);
+  const int32_t B = t->batch;
+  fh_net* net = &t->net;
+  const fh_config& c = t->cfg;
+  FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
+                              c.per_beta_steps, s));
+  FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x, net->pass[1].x,
+                                 t->obs_dim, s));
+  FH_TRY(fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight));
+  if (with_qstats) {
+    FH_TRY(fh_launch_expected_q(fh_net_view(net, 0), B, net->pass[0].q, net->nq, s));
+    FH_TRY(fh_launch_qstats(net->pass[0].q, net->nq, B, net->L.branch_sizes, net->L.n_branches, net->qs_part,
+                            t->qstats, s));
+  }
+  FH_TRY(fh_net_optimise(net, c));
+  FH_TRY(fh_launch_priority_update(t->replay, t->bb.slot, net->signal, B, s));
+  FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, s));
+  return FH_OK;
+}
+
+/* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back). */
+static fh_status launch_eval(fh_trainer* t) {
+  cudaStream_t s = collect_stream(t);
+  FH_TRY(fh_launch_eval_reset(t->ev, s));
+  for (int32_t i = 0; i < t->ev.max_steps; ++i) {
+    FH_TRY(fh_launch_eval_observe(t->ev, t->net.op, t->net.pass[1].x, t->obs_dim, s));
+    FH_TRY(fh_net_forward(&t->net, 1, 0, t->ev.n_seg, 1));
+    FH_TRY(fh_launch_eval_step(t->ev, t->net.pass[1].q, t->net.nq, i, s));
+  }
+  return fh_launch_eval_finish(t->ev, s);
+}
+
+typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
+static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
+static fh_status seq_train(fh_trainer* t, int q) { return launch_train_step(t, q); }
+static fh_status seq_eval(fh_trainer* t, int) { return launch_eval(t); }
+
+/* Capture one launch sequence on stream s into an instantiated graph. */
+static fh_status capture(fh_trainer* t, cudaStream_t s, fh_seq_fn fn, int arg, cudaGraphExec_t* out, const char* what) {
+  cudaGraph_t g = nullptr;
+  TR_CUDA(t, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), what);
+  fh_status st = fn(t, arg);
+  cudaError_t e = cudaStreamEndCapture(s, &g);
+  if (st != FH_OK) {
+    if (g) cudaGraphDestroy(g);
+    return fail_dev(t, st, what);
+  }
+  if (e != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "cudaStreamEndCapture", cudaGetErrorString(e));
+    return fail_dev(t, fh_cuda_status(e), what);
+  }
+  e = cudaGraphInstantiate(out, g, 0);
+  cudaGraphDestroy(g);
+  if (e != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "cudaGraphInstantiate", cudaGetErrorString(e));
+    return fail_dev(t, fh_cuda_status(e), what);
+  }
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ create / destroy */
+
+static void destroy_all(fh_trainer* t) {
+  if (!t) return;
+  cudaSetDevice(t->device);
+  cudaDeviceSynchronize();
+  cudaGraphExec_t gs[] = {t->g_collect, t->g_train, t->g_train_q, t->g_eval};
+  for (auto g : gs)
+    if (g) cudaGraphExecDestroy(g);
+  if (t->have_ev) fh_cuda_eval_free(&t->ev);
+  if (t->have_bb) fh_cuda_batch_free(&t->bb);
+  if (t->have_replay) fh_cuda_replay_free(&t->replay);
+  if (t->have_envs) fh_cuda_envs_free(&t->envs);
+  if (t->have_dm) fh_cuda_market_free(&t->dm);
+  if (t->have_net) fh_net_destroy(&t->net);
+  if (t->loss_hist) cudaFree(t->loss_hist);
+  if (t->gnorm_hist) cudaFree(t->gnorm_hist);
+  if (t->qstats) cudaFree(t->qstats);
+  if (t->h_loss) cudaFreeHost(t->h_loss);
+  if (t->h_gnorm) cudaFreeHost(t->h_gnorm);
+  if (t->h_qstats) cudaFreeHost(t->h_qstats);
+  if (t->h_eps) cudaFreeHost(t->h_eps);
+  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3};
+  for (auto e : es)
+    if (e) cudaEventDestroy(e);
+  delete t;
+}
+
+static void copy_market(fh_trainer* t, const fh_market* m) {
+  fh_host_market& h = t->hm;
+  const size_t n = (size_t)m->n_bars;
+  h.features.assign(m->features, m->features + n * (size_t)m->n_features);
+  h.open.assign(m->open, m->open + n);
+  h.high.assign(m->high, m->high + n);
+  h.low.assign(m->low, m->low + n);
+  h.close.assign(m->close, m->close + n);
+  h.atr.assign(m->atr, m->atr + n);
+  h.session_start.assign(m->session_start, m->session_start + n);
+  h.m = *m;
+  h.m.features = h.features.data();
+  h.m.open = h.open.data();
+  h.m.high = h.high.data();
+  h.m.low = h.low.data();
+  h.m.close = h.close.data();
+  h.m.atr = h.atr.data();
+  h.m.session_start = h.session_start.data();
+}
+
+/* GEMM FLOPs of one forward row. */
+static double fwd_flops_per_row(const fh_layout& L) {
+  double f = 2.0 * ((double)L.D * L.h1 + (double)L.h1 * L.h2 + (double)L.h2 * L.n_heads * L.hh);
+  for (int k = 0; k < L.n_heads; ++k) f += 2.0 * L.hh * L.out_pad[k];
+  return f;
+}
+
+static int32_t auto_batch(const fh_config& c, int32_t obs_dim, size_t free_bytes) {
+  const int64_t per_row = fh_net_bytes_per_row(c, obs_dim) + 64;
+  const int32_t cap = c.batch_cap > 0 ? c.batch_cap : 16384;
+  int32_t b = 1;
+  while ((int64_t)b * 2 <= cap && (double)((int64_t)b * 2 * per_row) <= 0.5 * (double)free_bytes) b *= 2;
+  return b < 32 ? (cap < 32 ? cap : 32) : b;
+}
+
+static fh_status baselines(fh_trainer* t) {
+  cudaStream_t s = collect_stream(t);
+  fh_eval_policy pols[2] = {FH_EVAL_FLAT, FH_EVAL_BUY_HOLD};
+  fh_metrics* outs[2] = {&t->flat, &t->buy_hold};
+  for (int i = 0; i < 2; ++i) {
+    TR_TRY(t, fh_launch_eval_fixed(t->ev, pols[i], s), "baseline evaluation");
+    TR_TRY(t, fh_launch_eval_readback(t->ev, s), "baseline read-back");
+    TR_CUDA(t, cudaStreamSynchronize(s), "baseline evaluation");
+    fh_cuda_eval_finalise(t->ev, &t->hm.m, t->cfg.initial_capital, outs[i]);
+  }
+  return FH_OK;
+}
+
+/* Run every GEMM shape once eagerly (plans cached, nothing captured has to pick one), with no
+ * effect on the trainer state: forward passes and a loss/backward whose gradient is discarded. */
+static fh_status warm_up(fh_trainer* t) {
+  fh_net* net = &t->net;
+  const int32_t B = t->batch;
+  const size_t es = fh_dtype_size(net->op);
+  for (int p = 0; p < 2; ++p)
+    TR_CUDA(t, cudaMemsetAsync(net->pass[p].x, 0, (size_t)net->cap * t->obs_dim * es, net->pass[p].s), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(t->bb.act, 0, (size_t)B * 3 * sizeof(int32_t), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(t->bb.ret, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(t->bb.disc, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(t->bb.weight, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
+  TR_TRY(t, fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight), "warm-up train shapes");
+  TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
+  if (t->ev.n_seg > 0) TR_TRY(t, fh_net_forward(net, 1, 0, t->ev.n_seg, 1), "warm-up eval shapes");
+  TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
+  return FH_OK;
+}
+
+static fh_status create_inner(fh_trainer* t, const fh_market* market) {
+  const fh_config& c = t->cfg;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0)
+    return fail(t, FH_ERR_DEVICE, "no CUDA device available (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  if (c.device < 0 || c.device >= count)
+    return fail(t, FH_ERR_INVALID_CONFIG, "device: %d is not a CUDA device (this host has %d)", c.device, count);
+  t->device = c.device;
+  FH_TRY(set_device(t));
+
+  copy_market(t, market);
+  t->obs_dim = c.window * market->n_features + FH_ACCOUNT_FEATURES;
+  t->reward_scale = c.reward_scale;
+  if (!(t->reward_scale > 0.0)) {
+    double sum = 0.0;
+    for (int64_t i = market->train_begin; i < market->train_end; ++i) sum += market->atr[i];
+    const int64_t n = market->train_end - market->train_begin;
+    t->reward_scale = (n > 0 ? sum / (double)n : 1.0) * c.point_value;
+    if (!(t->reward_scale > 0.0)) t->reward_scale = 1.0;
+  }
+  t->config_hash = fh_config_hash(&c, market);
+
+  TR_TRY(t, fh_cuda_market_upload(&t->hm.m, &t->dm), "market upload");
+  t->have_dm = true;
+  const fh_env_params ep = fh_cuda_env_params(c, t->reward_scale);
+  TR_TRY(t, fh_cuda_envs_alloc(c, ep, market->n_features, &t->envs), "env allocation");
+  t->have_envs = true;
+  TR_TRY(t, fh_cuda_replay_alloc(c, &t->replay), "replay allocation");
+  t->have_replay = true;
+  TR_TRY(t, fh_cuda_eval_alloc(c, ep, &t->hm.m, t->dm, &t->ev), "evaluation allocation");
+  t->have_ev = true;
+
+  size_t free_b = 0, total_b = 0;
+  TR_CUDA(t, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  t->batch = c.batch_size > 0 ? c.batch_size : auto_batch(c, t->obs_dim, free_b);
+  t->cap = t->batch;
+  if (c.n_envs > t->cap) t->cap = c.n_envs;
+  if (t->ev.n_seg > t->cap) t->cap = t->ev.n_seg;
+  TR_TRY(t, fh_net_create(&t->net, c, t->obs_dim, t->cap), "network allocation");
+  t->have_net = true;
+  TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb), "batch allocation");
+  t->have_bb = true;
+
+  const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
+  TR_CUDA(t, cudaMalloc(&t->loss_hist, sizeof(float) * S), "history allocation");
+  TR_CUDA(t, cudaMalloc(&t->gnorm_hist, sizeof(float) * S), "history allocation");
+  TR_CUDA(t, cudaMalloc(&t->qstats, sizeof(double) * 5), "history allocation");
+  TR_CUDA(t, cudaMemset(t->loss_hist, 0xff, sizeof(float) * S), "history init");
+  TR_CUDA(t, cudaMemset(t->gnorm_hist, 0xff, sizeof(float) * S), "history init");
+  TR_CUDA(t, cudaMemset(t->qstats, 0, sizeof(double) * 5), "history init");
+  TR_CUDA(t, cudaMallocHost(&t->h_loss, sizeof(float) * S), "pinned allocation");
+  TR_CUDA(t, cudaMallocHost(&t->h_gnorm, sizeof(float) * S), "pinned allocation");
+  TR_CUDA(t, cudaMallocHost(&t->h_qstats, sizeof(double) * 5), "pinned allocation");
+  TR_CUDA(t, cudaMallocHost(&t->h_eps, sizeof(float)), "pinned allocation");
+  cudaEvent_t* evs[] = {&t->e_t0, &t->e_t1, &t->e_t2, &t->e_t3};
+  for (auto ev : evs) TR_CUDA(t, cudaEventCreate(ev), "event creation");
+
+  TR_TRY(t, fh_launch_env_reset_all(t->envs, t->dm, collect_stream(t)), "env reset");
+  TR_CUDA(t, cudaStreamSynchronize(collect_stream(t)), "env reset");
+  FH_TRY(baselines(t));
+
+  const double f = fwd_flops_per_row(t->net.L);
+  const double bwd = 2.0 * f - 2.0 * (double)t->net.L.D * t->net.L.h1;  /* dW + dX, no dX of the input */
+  t->flops_per_epoch = (double)c.episode_len * c.n_envs * f + (double)c.train_steps * t->batch * (3.0 * f + bwd) +
+                       (double)t->ev.max_steps * t->ev.n_seg * f;
+
+  FH_TRY(warm_up(t));
+  if (c.use_graphs) {
+    FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
+    FH_TRY(capture(t, train_stream(t), seq_train, 0, &t->g_train, "train-step graph capture"));
+    FH_TRY(capture(t, train_stream(t), seq_train, 1, &t->g_train_q, "train-step (Q stats) graph capture"));
+    if (t->ev.n_seg > 0) FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
+    TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
+  }
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_create(const fh_config* cfg, const fh_market* market, fh_trainer** out, char* err,
+                                              size_t err_len) {
+  if (!cfg || !market || !out) {
+    set_err(err, err_len, "fh_trainer_create: cfg, market and out must not be NULL");
+    return FH_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  if (cfg->backend != FH_BACKEND_CUDA) {
+    set_err(err, err_len, "backend: this is the CUDA library (libfoxhunt_cuda.so); backend must be 1 (cuda)");
+    return FH_ERR_UNSUPPORTED;
+  }
+  fh_status st = fh_validate_config(cfg, err, err_len);
+  if (st != FH_OK) return st;
+  if (cfg->atoms > 64) {
+    set_err(err, err_len, "atoms: %d is more than the CUDA backend supports (64)", cfg->atoms);
+    return FH_ERR_INVALID_CONFIG;
+  }
+  st = fh_validate_market(cfg, market, err, err_len);
+  if (st != FH_OK) return st;
+  fh_trainer* t = new (std::nothrow) fh_trainer();
+  if (!t) {
+    set_err(err, err_len, "out of host memory");
+    return FH_ERR_OUT_OF_MEMORY;
+  }
+  t->cfg = *cfg;
+  st = create_inner(t, market);
+  if (st != FH_OK) {
+    set_err(err, err_len, "%s", t->last_error.c_str());
+    destroy_all(t);
+    return st;
+  }
+  *out = t;
+  return FH_OK;
+}
+
+extern "C" FH_API void fh_trainer_destroy(fh_trainer* t) { destroy_all(t); }
+
+extern "C" FH_API const char* fh_trainer_last_error(const fh_trainer* t) {
+  return t ? t->last_error.c_str() : "no trainer";
+}
+
+/* ------------------------------------------------------------------ info */
+
+extern "C" FH_API const char* fh_version(void) { return FH_CUDA_VERSION; }
+
+extern "C" FH_API fh_status fh_device_count(int32_t* out) {
+  if (!out) return FH_ERR_INVALID_ARGUMENT;
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  *out = e == cudaSuccess ? n : 0;
+  return FH_OK;
+}
+
+static fh_status fill_device(int32_t device, fh_info* out) {
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) return fh_cuda_status(e) == FH_OK ? FH_ERR_DEVICE : fh_cuda_status(e);
+  snprintf(out->device_name, sizeof out->device_name, "%s", prop.name);
+  const unsigned char* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  snprintf(out->device_uuid, sizeof out->device_uuid,
+           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4],
+           u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  size_t fr = 0, tot = 0;
+  int prev = 0;
+  cudaGetDevice(&prev);
+  if (cudaSetDevice(device) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess) {
+    out->device_mem_free = (int64_t)fr;
+    out->device_mem_total = (int64_t)tot;
+  } else {
+    out->device_mem_total = (int64_t)prop.totalGlobalMem;
+  }
+  cudaSetDevice(prev);
+  out->backend = FH_BACKEND_CUDA;
+  out->device = device;
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_device_info(int32_t device, fh_info* out) {
+  if (!out) return FH_ERR_INVALID_ARGUMENT;
+  memset(out, 0, sizeof *out);
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || device < 0 || device >= n) return FH_ERR_INVALID_ARGUMENT;
+  return fill_device(device, out);
+}
+
+extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  memset(out, 0, sizeof *out);
+  fh_status st = fill_device(t->device, out);
+  if (st != FH_OK) return fail(t, st, "device info: %s", cudaGetErrorString(cudaGetLastError()));
+  out->batch_size = t->batch;
+  out->obs_dim = t->obs_dim;
+  out->n_params = t->net.L.total;
+  out->replay_capacity = t->replay.capacity;
+  out->flops_per_epoch = t->flops_per_epoch;
+  out->reward_scale = t->reward_scale;
+  out->config_hash = t->config_hash;
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ run_epoch */
+
+static void metrics_nan(fh_metrics* m) {
+  double* f = reinterpret_cast<double*>(m);
+  for (size_t i = 0; i < sizeof(fh_metrics) / sizeof(double); ++i) f[i] = NAN;
+}
+
+extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* out) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (t->cfg.fault_hook == 1) raise(SIGSEGV); /* test only: a native crash on purpose */
+  const fh_config& c = t->cfg;
+  const auto wall0 = std::chrono::steady_clock::now();
+  cudaStream_t sc = collect_stream(t), st = train_stream(t);
+  const int32_t S = c.train_steps;
+  const int32_t N = c.n_envs, T = c.episode_len;
+
+  /* collect */
+  TR_CUDA(t, cudaEventRecord(t->e_t0, sc), "epoch start");
+  if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
+  else TR_TRY(t, launch_collect(t), "collection");
+  TR_CUDA(t, cudaEventRecord(t->e_t1, sc), "collection end");
+  const int64_t env_step_after = t->env_step + T;
+
+  /* train (once enough transitions are stored to sample n-step returns) */
+  const int64_t stored = env_step_after * (int64_t)N;
+  const bool can_train = S > 0 && env_step_after > c.n_step && stored >= c.learning_starts;
+  const int32_t steps = can_train ? S : 0;
+  TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
+  const int32_t qe = c.qstats_every > 0 ? c.qstats_every : S;
+  for (int32_t k = 0; k < steps; ++k) {
+    const int with_q = ((k + 1) % qe == 0) || k == steps - 1;
+    if (t->g_train) TR_CUDA(t, cudaGraphLaunch(with_q ? t->g_train_q : t->g_train, st), "train-step graph launch");
+    else TR_TRY(t, launch_train_step(t, with_q), "train step");
+  }
+  TR_CUDA(t, cudaEventRecord(t->e_t2, st), "train end");
+
+  /* evaluate */
+  TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_t2, 0), "eval wait");
+  if (t->ev.n_seg > 0) {
+    if (t->g_eval) TR_CUDA(t, cudaGraphLaunch(t->g_eval, sc), "evaluation graph launch");
+    else TR_TRY(t, launch_eval(t), "evaluation");
+  }
+  TR_TRY(t, fh_launch_eval_readback(t->ev, sc), "evaluation read-back");
+
+  /* flush: everything the epoch reports, then the one synchronisation */
+  if (steps > 0) {
+    TR_CUDA(t, cudaMemcpyAsync(t->h_loss, t->loss_hist, sizeof(float) * steps, cudaMemcpyDeviceToHost, sc), "flush");
+    TR_CUDA(t, cudaMemcpyAsync(t->h_gnorm, t->gnorm_hist, sizeof(float) * steps, cudaMemcpyDeviceToHost, sc), "flush");
+    TR_CUDA(t, cudaMemcpyAsync(t->h_qstats, t->qstats, sizeof(double) * 5, cudaMemcpyDeviceToHost, sc), "flush");
+  }
+  TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
+  TR_CUDA(t, cudaEventRecord(t->e_t3, sc), "epoch end");
+  int64_t host_syncs = 0;
+  TR_CUDA(t, cudaEventSynchronize(t->e_t3), "epoch flush");
+  ++host_syncs;
+  TR_CUDA(t, cudaGetLastError(), "epoch");
+
+  t->env_step = env_step_after;
+  t->train_step += steps;
+  t->epoch += 1;
+
+  memset(out, 0, sizeof *out);
+  out->epoch = (double)t->epoch;
+  out->global_step = (double)t->train_step;
+  out->env_steps = (double)t->env_step * N;
+  out->batch_size = t->batch;
+  const int64_t cap = t->replay.capacity;
+  out->replay_size = (double)(stored < cap ? stored : cap);
+  out->epsilon = *t->h_eps;
+  out->beta = fh_per_beta(c.per_beta_start, c.per_beta_end, c.per_beta_steps, t->train_step > 0 ? t->train_step - 1 : 0);
+  if (steps > 0) {
+    double ls = 0.0, gs = 0.0, gm = 0.0;
+    for (int32_t k = 0; k < steps; ++k) {
+      const float l = t->h_loss[k], g = t->h_gnorm[k];
+      if (!isfinite(l) || !isfinite(g))
+        return fail(t, FH_ERR_DIVERGED, "epoch %lld, train step %d: %s became %s", (long long)t->epoch, k,
+                    !isfinite(l) ? "loss" : "gradient norm", isnan(!isfinite(l) ? l : g) ? "NaN" : "Inf");
+      ls += l;
+      gs += g;
+      if (g > gm) gm = g;
+    }
+    out->loss_mean = ls / steps;
+    out->loss_last = t->h_loss[steps - 1];
+    out->grad_norm_mean = gs / steps;
+    out->grad_norm_max = gm;
+    out->q_avg_max = t->h_qstats[0];
+    out->q_min = t->h_qstats[1];
+    out->q_max = t->h_qstats[2];
+    out->q_mean = t->h_qstats[3];
+    out->q_var = t->h_qstats[4];
+  } else {
+    out->loss_mean = out->loss_last = out->grad_norm_mean = out->grad_norm_max = NAN;
+    out->q_avg_max = out->q_min = out->q_max = out->q_mean = out->q_var = NAN;
+  }
+  if (t->ev.n_seg > 0) fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &out->val);
+  else metrics_nan(&out->val);
+  out->flat = t->flat;
+  out->buy_hold = t->buy_hold;
+  float ms_c = 0, ms_t = 0, ms_e = 0;
+  cudaEventElapsedTime(&ms_c, t->e_t0, t->e_t1);
+  cudaEventElapsedTime(&ms_t, t->e_t1, t->e_t2);
+  cudaEventElapsedTime(&ms_e, t->e_t2, t->e_t3);
+  out->collect_ms = ms_c;
+  out->train_ms = ms_t;
+  out->eval_ms = ms_e;
+  out->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  out->env_steps_per_s = ms_c > 0 ? (double)T * N / (ms_c / 1e3) : 0.0;
+  out->samples_per_s = ms_t > 0 && steps > 0 ? (double)steps * t->batch / (ms_t / 1e3) : 0.0;
+  out->host_syncs = (double)host_syncs;
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ checkpoints
+ *
+ * Layout (little-endian): "FHCK" | u32 version | u32 backend | u32 0 | u64 config_hash |
+ * u64 payload bytes | sha256(payload) [32] | payload. Payload sections, in order:
+ *   counters   i64 epoch, env_step, train_step, n_params
+ *   params     online, target, adam_m, adam_v           (n_params floats each)
+ *   envs       i32 N, N * fh_env_state (env.cuh layout)
+ *   replay     i64 capacity, bar (C i32), act (C*3 u8), done (C u8), reward (C f32), account (C*8 f32),
+ *              leaves (C f32), f32 max_priority
+ */
+
+struct fh_writer {
+  uint8_t* p;
+  uint64_t off, cap;
+  bool ok = true;
+  void put(const void* src, uint64_t n) {
+    if (p && off + n <= cap) memcpy(p + off, src, n);
+    else if (p) ok = false;
+    off += n;
+  }
+};
+
+static uint64_t payload_bytes(const fh_trainer* t) {
+  const uint64_t np = (uint64_t)t->net.L.total, C = (uint64_t)t->replay.capacity;
+  return 4 * 8 + 4 * np * 4 + 4 + (uint64_t)t->cfg.n_envs * sizeof(fh_env_state) + 8 + C * (4 + 3 + 1 + 4 + 32 + 4) + 4;
+}
+
+static const uint64_t kHeader = 4 + 4 + 4 + 4 + 8 + 8 + 32;
+
+extern "C" FH_API fh_status fh_trainer_checkpoint_size(fh_trainer* t, uint64_t* out) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  *out = kHeader + payload_bytes(t);
+  return FH_OK;
+}
+
+template <typename T>
+static fh_status d2h(fh_trainer* t, std::vector<T>& v, const T* src, size_t n) {
+  v.resize(n);
+  TR_CUDA(t, cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost), "checkpoint read");
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_save_checkpoint(fh_trainer* t, uint8_t* buf, uint64_t cap, uint64_t* written) {
+  if (!t || !buf) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  const uint64_t need = kHeader + payload_bytes(t);
+  if (cap < need) return fail(t, FH_ERR_BUFFER_TOO_SMALL, "checkpoint needs %llu bytes, buffer has %llu",
+                              (unsigned long long)need, (unsigned long long)cap);
+  TR_CUDA(t, cudaDeviceSynchronize(), "checkpoint");
+  const int64_t np = t->net.L.total, C = t->replay.capacity;
+  fh_writer w{buf + kHeader, 0, need - kHeader};
+  const int64_t counters[4] = {t->epoch, t->env_step, t->train_step, np};
+  w.put(counters, sizeof counters);
+  std::vector<float> f;
+  const float* vecs[4] = {t->net.online, t->net.target, t->net.adam_m, t->net.adam_v};
+  for (const float* v : vecs) {
+    FH_TRY(d2h(t, f, v, (size_t)np));
+    w.put(f.data(), np * 4);
+  }
+  const int32_t N = t->cfg.n_envs;
+  w.put(&N, 4);
+  std::vector<fh_env_state> es;
+  FH_TRY(d2h(t, es, t->envs.state, (size_t)N));
+  w.put(es.data(), es.size() * sizeof(fh_env_state));
+  w.put(&C, 8);
+  std::vector<int32_t> bar;
+  FH_TRY(d2h(t, bar, t->replay.v.bar, (size_t)C));
+  w.put(bar.data(), C * 4);
+  std::vector<uint8_t> u8;
+  FH_TRY(d2h(t, u8, t->replay.v.act, (size_t)C * 3));
+  w.put(u8.data(), C * 3);
+  FH_TRY(d2h(t, u8, t->replay.v.done, (size_t)C));
+  w.put(u8.data(), C);
+  FH_TRY(d2h(t, f, t->replay.v.reward, (size_t)C));
+  w.put(f.data(), C * 4);
+  FH_TRY(d2h(t, f, t->replay.v.account, (size_t)C * 8));
+  w.put(f.data(), C * 32);
+  FH_TRY(d2h(t, f, t->replay.tree.leaf, (size_t)C));
+  w.put(f.data(), C * 4);
+  float maxp = 0;
+  TR_CUDA(t, cudaMemcpy(&maxp, t->replay.max_priority, 4, cudaMemcpyDeviceToHost), "checkpoint read");
+  w.put(&maxp, 4);
+  if (!w.ok || w.off != need - kHeader) return fail(t, FH_ERR_INTERNAL, "checkpoint size mismatch");
+  fh_writer h{buf, 0, kHeader};
+  h.put(FH_CKPT_MAGIC, 4);
+  const uint32_t ver = FH_CKPT_VERSION, backend = FH_BACKEND_CUDA, zero = 0;
+  h.put(&ver, 4);
+  h.put(&backend, 4);
+  h.put(&zero, 4);
+  h.put(&t->config_hash, 8);
+  const uint64_t plen = need - kHeader;
+  h.put(&plen, 8);
+  uint8_t digest[32];
+  fh_sha256_bytes(buf + kHeader, plen, digest);
+  h.put(digest, 32);
+  if (written) *written = need;
+  return FH_OK;
+}
+
+struct fh_reader {
+  const uint8_t* p;
+  uint64_t off, len;
+  bool get(void* dst, uint64_t n) {
+    if (off + n > len) return false;
+    memcpy(dst, p + off, n);
+    off += n;
+    return true;
+  }
+};
+
+extern "C" FH_API fh_status fh_trainer_load_checkpoint(fh_trainer* t, const uint8_t* buf, uint64_t len) {
+  if (!t || !buf) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (len < kHeader) return fail(t, FH_ERR_CHECKPOINT, "checkpoint truncated: %llu bytes", (unsigned long long)len);
+  if (memcmp(buf, FH_CKPT_MAGIC, 4) != 0) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: bad magic");
+  uint32_t ver, backend, zero;
+  uint64_t hash, plen;
+  memcpy(&ver, buf + 4, 4);
+  memcpy(&backend, buf + 8, 4);
+  memcpy(&zero, buf + 12, 4);
+  memcpy(&hash, buf + 16, 8);
+  memcpy(&plen, buf + 24, 8);
+  if (ver != FH_CKPT_VERSION) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: version %u, expected %u", ver, FH_CKPT_VERSION);
+  if (hash != t->config_hash) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: config hash does not match this trainer");
+  if (plen != payload_bytes(t) || kHeader + plen > len)
+    return fail(t, FH_ERR_CHECKPOINT, "checkpoint: payload is %llu bytes, expected %llu", (unsigned long long)plen,
+                (unsigned long long)payload_bytes(t));
+  uint8_t digest[32];
+  fh_sha256_bytes(buf + kHeader, plen, digest);
+  if (memcmp(digest, buf + 32, 32) != 0) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: sha256 mismatch (corrupt)");
+  fh_reader r{buf + kHeader, 0, plen};
+  int64_t counters[4];
+  r.get(counters, sizeof counters);
+  const int64_t np = t->net.L.total, C = t->replay.capacity;
+  if (counters[3] != np) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: %lld params, expected %lld",
+                                     (long long)counters[3], (long long)np);
+  TR_CUDA(t, cudaDeviceSynchronize(), "checkpoint load");
+  std::vector<uint8_t> tmp;
+  auto up = [&](void* dst, uint64_t n) -> fh_status {
+    tmp.resize(n);
+    if (!r.get(tmp.data(), n)) return fail(t, FH_ERR_CHECKPOINT, "checkpoint truncated");
+    TR_CUDA(t, cudaMemcpy(dst, tmp.data(), n, cudaMemcpyHostToDevice), "checkpoint load");
+    return FH_OK;
+  };
+  float* vecs[4] = {t->net.online, t->net.target, t->net.adam_m, t->net.adam_v};
+  for (float* v : vecs) FH_TRY(up(v, np * 4));
+  int32_t N = 0;
+  r.get(&N, 4);
+  if (N != t->cfg.n_envs) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: %d envs, expected %d", N, t->cfg.n_envs);
+  FH_TRY(up(t->envs.state, (uint64_t)N * sizeof(fh_env_state)));
+  int64_t Cc = 0;
+  r.get(&Cc, 8);
+  if (Cc != C) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: replay capacity %lld, expected %lld", (long long)Cc, (long long)C);
+  FH_TRY(up(t->replay.v.bar, C * 4));
+  FH_TRY(up(t->replay.v.act, C * 3));
+  FH_TRY(up(t->replay.v.done, C));
+  FH_TRY(up(t->replay.v.reward, C * 4));
+  FH_TRY(up(t->replay.v.account, C * 32));
+  FH_TRY(up(t->replay.tree.leaf, C * 4));
+  FH_TRY(up(t->replay.max_priority, 4));
+  /* counters on the device */
+  t->epoch = counters[0];
+  t->env_step = counters[1];
+  t->train_step = counters[2];
+  TR_CUDA(t, cudaMemcpy(t->envs.env_step, &t->env_step, 8, cudaMemcpyHostToDevice), "checkpoint load");
+  TR_CUDA(t, cudaMemcpy(t->net.step, &t->train_step, 8, cudaMemcpyHostToDevice), "checkpoint load");
+  cudaStream_t s = train_stream(t);
+  TR_TRY(t, fh_net_sync_shadows(&t->net, s), "checkpoint load");
+  TR_TRY(t, fh_launch_tree_rebuild(t->replay.tree, s), "checkpoint load");
+  TR_CUDA(t, cudaStreamSynchronize(s), "checkpoint load");
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ narrow entry points */
+
+extern "C" FH_API fh_status fh_trainer_get_params(fh_trainer* t, int32_t which, float* out, int64_t n) {
+  if (!t || !out || (which != 0 && which != 1)) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (n != t->net.L.total) return fail(t, FH_ERR_INVALID_ARGUMENT, "get_params: n = %lld, expected %lld", (long long)n,
+                                       (long long)t->net.L.total);
+  TR_CUDA(t, cudaDeviceSynchronize(), "get_params");
+  TR_CUDA(t, cudaMemcpy(out, which == 0 ? t->net.online : t->net.target, n * 4, cudaMemcpyDeviceToHost), "get_params");
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_set_params(fh_trainer* t, int32_t which, const float* in, int64_t n) {
+  if (!t || !in || (which != 0 && which != 1)) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (n != t->net.L.total) return fail(t, FH_ERR_INVALID_ARGUMENT, "set_params: n = %lld, expected %lld", (long long)n,
+                                       (long long)t->net.L.total);
+  TR_CUDA(t, cudaDeviceSynchronize(), "set_params");
+  TR_CUDA(t, cudaMemcpy(which == 0 ? t->net.online : t->net.target, in, n * 4, cudaMemcpyHostToDevice), "set_params");
+  TR_TRY(t, fh_net_sync_shadows(&t->net, train_stream(t)), "set_params");
+  TR_CUDA(t, cudaStreamSynchronize(train_stream(t)), "set_params");
+  return FH_OK;
+}
+
+/* Upload a host (n, D) fp32 matrix into pass p's input (op dtype). */
+static fh_status upload_obs(fh_trainer* t, int p, int32_t n, const float* obs) {
+  float* tmp = nullptr;
+  const size_t bytes = (size_t)n * t->obs_dim * 4;
+  TR_CUDA(t, cudaMalloc(&tmp, bytes), "input upload");
+  cudaError_t e = cudaMemcpy(tmp, obs, bytes, cudaMemcpyHostToDevice);
+  fh_status st = FH_OK;
+  if (e == cudaSuccess) {
+    if (t->net.op == FH_BF16) {
+      st = fh_launch_cast<fh_bf16>(tmp, static_cast<fh_bf16*>(t->net.pass[p].x), (int64_t)n * t->obs_dim,
+                                   t->net.pass[p].s);
+    } else {
+      st = fh_launch_cast<float>(tmp, static_cast<float*>(t->net.pass[p].x), (int64_t)n * t->obs_dim, t->net.pass[p].s);
+    }
+    if (st == FH_OK) e = cudaStreamSynchronize(t->net.pass[p].s);
+  }
+  cudaFree(tmp);
+  if (e != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "input upload", cudaGetErrorString(e));
+    return fail_dev(t, fh_cuda_status(e), "input upload");
+  }
+  if (st != FH_OK) return fail_dev(t, st, "input upload");
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_q_values(fh_trainer* t, int32_t n, const float* obs, float* q) {
+  if (!t || !obs || !q || n <= 0) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (n > t->cap) return fail(t, FH_ERR_INVALID_ARGUMENT, "q_values: n = %d is more than %d rows", n, t->cap);
+  TR_CUDA(t, cudaDeviceSynchronize(), "q_values");
+  FH_TRY(upload_obs(t, 1, n, obs));
+  TR_TRY(t, fh_net_forward(&t->net, 1, 0, n, 1), "q_values forward");
+  TR_CUDA(t, cudaStreamSynchronize(t->net.pass[1].s), "q_values");
+  TR_CUDA(t, cudaMemcpy(q, t->net.pass[1].q, (size_t)n * t->net.nq * 4, cudaMemcpyDeviceToHost), "q_values");
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_loss_grad(fh_trainer* t, int32_t n, const float* obs, const int32_t* act,
+                                                 const float* ret, const float* disc, const float* next_obs,
+                                                 const float* weight, double* loss, float* grad, float* td_out) {
+  if (!t || !obs || !act || !ret || !disc || !next_obs || !weight || n <= 0) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  if (n > t->cap) return fail(t, FH_ERR_INVALID_ARGUMENT, "loss_grad: n = %d is more than %d rows", n, t->cap);
+  TR_CUDA(t, cudaDeviceSynchronize(), "loss_grad");
+  FH_TRY(upload_obs(t, 0, n, obs));
+  FH_TRY(upload_obs(t, 1, n, next_obs));
+  TR_CUDA(t, cudaMemcpy(t->bb.act, act, (size_t)n * 3 * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(t->bb.ret, ret, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(t->bb.disc, disc, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(t->bb.weight, weight, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_TRY(t, fh_net_loss_grad(&t->net, n, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight), "loss_grad");
+  TR_CUDA(t, cudaStreamSynchronize(train_stream(t)), "loss_grad");
+  if (loss) {
+    float l = 0;
+    TR_CUDA(t, cudaMemcpy(&l, t->net.loss, 4, cudaMemcpyDeviceToHost), "loss_grad read");
+    *loss = l;
+  }
+  if (grad) TR_CUDA(t, cudaMemcpy(grad, t->net.grad, (size_t)t->net.L.total * 4, cudaMemcpyDeviceToHost), "loss_grad read");
+  if (td_out) TR_CUDA(t, cudaMemcpy(td_out, t->net.signal, (size_t)n * 4, cudaMemcpyDeviceToHost), "loss_grad read");
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_env_step(fh_trainer* t, const int32_t* actions, float* reward, uint8_t* done,
+                                                int32_t* position, int64_t* cursor, double* equity, double* cost) {
+  if (!t || !actions) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  const int32_t N = t->cfg.n_envs;
+  cudaStream_t s = collect_stream(t);
+  TR_CUDA(t, cudaDeviceSynchronize(), "env_step");
+  TR_CUDA(t, cudaMemcpy(t->envs.actions, actions, (size_t)N * 3 * 4, cudaMemcpyHostToDevice), "env_step upload");
+  TR_TRY(t, fh_launch_env_step(t->envs, t->dm, nullptr, 0, s), "env_step");
+  TR_CUDA(t, cudaStreamSynchronize(s), "env_step");
+  if (reward) TR_CUDA(t, cudaMemcpy(reward, t->envs.reward, (size_t)N * 4, cudaMemcpyDeviceToHost), "env_step read");
+  if (done) TR_CUDA(t, cudaMemcpy(done, t->envs.done, (size_t)N, cudaMemcpyDeviceToHost), "env_step read");
+  if (position) TR_CUDA(t, cudaMemcpy(position, t->envs.position, (size_t)N * 4, cudaMemcpyDeviceToHost), "env_step read");
+  if (cost) TR_CUDA(t, cudaMemcpy(cost, t->envs.cost, (size_t)N * 8, cudaMemcpyDeviceToHost), "env_step read");
+  if (cursor || equity) {
+    std::vector<fh_env_state> es((size_t)N);
+    TR_CUDA(t, cudaMemcpy(es.data(), t->envs.state, (size_t)N * sizeof(fh_env_state), cudaMemcpyDeviceToHost),
+            "env_step read");
+    for (int32_t i = 0; i < N; ++i) {
+      if (cursor) cursor[i] = es[(size_t)i].t;
+      if (equity) equity[i] = es[(size_t)i].equity;
+    }
+  }
+  return FH_OK;
+}
+
+extern "C" FH_API fh_status fh_trainer_env_observe(fh_trainer* t, float* out) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  const size_t bytes = (size_t)t->cfg.n_envs * t->obs_dim * 4;
+  float* tmp = nullptr;
+  TR_CUDA(t, cudaDeviceSynchronize(), "env_observe");
+  TR_CUDA(t, cudaMalloc(&tmp, bytes), "env_observe");
+  cudaStream_t s = collect_stream(t);
+  fh_status st = fh_launch_env_observe(t->envs, t->dm, FH_F32, tmp, t->obs_dim, s);
+  cudaError_t e = st == FH_OK ? cudaStreamSynchronize(s) : cudaSuccess;
+  if (st == FH_OK && e == cudaSuccess) e = cudaMemcpy(out, tmp, bytes, cudaMemcpyDeviceToHost);
+  cudaFree(tmp);
+  if (st != FH_OK) return fail_dev(t, st, "env_observe");
+  if (e != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "env_observe", cudaGetErrorString(e));
+    return fail_dev(t, fh_cuda_status(e), "env_observe");
+  }
+  return FH_OK;
+}
