@@ -91,7 +91,7 @@ export async function cliRedis(url: string = redisUrl(), timeoutMs = 3000): Prom
   } catch (err) {
     redis.disconnect();
     throw new FoxhuntError('REDIS_UNAVAILABLE',
-      `cannot reach Redis at ${redactUrl(url)}: ${(err as Error).message}. Set REDIS_URL or start one (e.g. redis-server, or docker run -p 6379:6379 redis:7)`,
+      `cannot reach Redis at ${redactUrl(url)}: ${(err as Error).message.replace(/\.$/, "")}. Set REDIS_URL or start one (e.g. redis-server, or docker run -p 6379:6379 redis:7)`,
       { where: 'REDIS_URL', cause: err });
   }
   return redis;
