@@ -4,6 +4,7 @@
  *                 trial's metric and decides at once; a pruned trial gets run status `pruned` and the
  *                 reply { action: 'stop' }, and the worker ends the job without training further.
  *                 At max_epochs the trial is completed. Either way, free slots go to pending trials.
+ *                 Returns 'continue' | 'stop' (trialEpoch gives the details).
  *   onTrialEnd    when a trial's job ends without reaching max_epochs for another reason
  *                 (failed for good, cancelled): the trial is `failed`, the sweep goes on.
  */
@@ -57,7 +58,16 @@ function contextOf(a: { redis: Redis; keys?: Keys; queue?: Queue }): SweepContex
   return { redis: a.redis, keys: a.keys ?? new Keys(), queue: a.queue ?? sharedEpochsQueue() };
 }
 
-export async function onTrialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult> {
+/**
+ * The worker's hook after each committed epoch of a trial: 'stop' when the trial is over (pruned
+ * at this rung, or completed), else 'continue'.
+ */
+export async function onTrialEpoch(args: TrialEpochArgs): Promise<'continue' | 'stop'> {
+  return (await trialEpoch(args)).action;
+}
+
+/** onTrialEpoch with the details (status, the rung decision). */
+export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult> {
   const ctx = contextOf(args);
   const store = new SweepStore(ctx.redis, ctx.keys.prefix);
   const rec = await store.get(args.sweepId);
@@ -68,21 +78,34 @@ export async function onTrialEpoch(args: TrialEpochArgs): Promise<TrialEpochResu
   if (status === 'pruned' || status === 'completed' || status === 'failed') {
     return { action: 'stop', status };
   }
-  const raw = args.scalars[rec.metric];
-  const metric = typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
+  const metricOf = (scalars: Record<string, number | null>): number | null => {
+    const raw = scalars[rec.metric];
+    return typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
+  };
+  const metric = metricOf(args.scalars);
 
-  if (rec.rungs.includes(args.epoch) && args.epoch < rec.maxEpochs) {
+  // Every rung up to this epoch gets its decision, in order: a report lost earlier (a crash
+  // between commit and hook) is caught up from the run's stream.
+  const runs = new RunStore(ctx.redis, ctx.keys);
+  for (const rung of rec.rungs.filter((r) => r <= args.epoch && r < rec.maxEpochs)) {
+    let m = metric;
+    if (rung !== args.epoch) {
+      if (await ctx.redis.hexists(k.decisions, `${args.runId}:${rung}`) === 1) continue;
+      const entry = (await runs.epochs(args.runId, rung - 1)).find((e) => e.epoch === rung);
+      if (entry === undefined) continue;
+      m = metricOf(entry.scalars);
+    }
     const decision = await decideAtRung(ctx.redis, k, {
-      runId: args.runId, rung: args.epoch, metric, goal: rec.goal, eta: rec.eta, concurrency: rec.concurrency,
+      runId: args.runId, rung, metric: m, goal: rec.goal, eta: rec.eta, concurrency: rec.concurrency,
     });
     if (decision.decision === 'prune') {
-      await new RunStore(ctx.redis, ctx.keys).setStatus(args.runId, 'pruned');
+      await runs.setStatus(args.runId, 'pruned');
       await enqueueAll(ctx, rec, decision.enqueue);
       if (decision.sweepDone) await finishSweep(ctx, rec.id);
       return { action: 'stop', status: 'pruned', decision };
     }
     if (decision.decision === 'ended') return { action: 'stop', status: 'unknown', decision };
-    return { action: 'continue', status: 'running', decision };
+    if (rung === args.epoch) return { action: 'continue', status: 'running', decision };
   }
 
   await store.recordEpoch(rec.id, args.runId, args.epoch, metric);

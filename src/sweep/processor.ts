@@ -2,14 +2,18 @@
  * The `foxhunt-sweeps` queue's job: `{ sweepId }`. The sweep record (with its resolved spec) is
  * written by the producer; the job adds the trials (deduplicated by config hash) and enqueues up
  * to the concurrency cap. Re-running it resumes the sweep (resume.ts), so a retry or a duplicate
- * delivery is harmless.
+ * delivery is harmless. While the sweep runs, each sweep job leaves a delayed successor (every
+ * FOXHUNT_SWEEP_CHECK_MS, default 30 s) that frees the slots of trials whose jobs failed for good
+ * or were cancelled; the decisions themselves are never taken here (they are the trials' own).
  */
-import type { Job, Queue } from 'bullmq';
+import { Queue } from 'bullmq';
+import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { FoxhuntError } from '../errors.js';
 import { Keys, RUN_ID_PATTERN } from '../redis/keys.js';
-import { serviceRedis } from '../queue/connection.js';
+import { bullConnection, serviceRedis } from '../queue/connection.js';
+import { sweepsQueueName } from '../queue/names.js';
 import { sharedEpochsQueue } from './hooks.js';
 import { resumeSweep } from './resume.js';
 import type { ResumeReport } from './resume.js';
@@ -35,11 +39,32 @@ export function parseSweepJob(data: unknown): SweepJobData {
   return r.data;
 }
 
-export async function processSweepJob(job: Pick<Job, 'data'>, opts: { redis?: Redis; keys?: Keys; queue?: Queue } = {}): Promise<ResumeReport> {
+export function checkEveryMs(): number {
+  const v = Number(process.env['FOXHUNT_SWEEP_CHECK_MS'] ?? 30_000);
+  return Number.isFinite(v) && v >= 100 ? v : 30_000;
+}
+
+let sweepsQueue: Queue | undefined;
+
+/** Adds the sweep's next delayed check (one per time bucket, so duplicates collapse). */
+export async function scheduleCheck(queue: Queue, sweepId: string, everyMs = checkEveryMs(), now = Date.now()): Promise<void> {
+  const bucket = Math.floor(now / everyMs) + 1;
+  await queue.add(SWEEP_JOB, { sweepId }, {
+    jobId: `${sweepJobId(sweepId)}.check${bucket}`, delay: everyMs, attempts: 3,
+    backoff: { type: 'exponential', delay: 1000 }, removeOnComplete: true, removeOnFail: { age: 24 * 3600 },
+  });
+}
+
+export async function processSweepJob(job: Pick<Job, 'data'>, opts: { redis?: Redis; keys?: Keys; queue?: Queue; sweepsQueue?: Queue } = {}): Promise<ResumeReport> {
   const data = parseSweepJob(job.data);
   const redis = opts.redis ?? serviceRedis();
   try {
-    return await resumeSweep({ redis, keys: opts.keys ?? new Keys(), queue: opts.queue ?? sharedEpochsQueue() }, data.sweepId);
+    const report = await resumeSweep({ redis, keys: opts.keys ?? new Keys(), queue: opts.queue ?? sharedEpochsQueue() }, data.sweepId);
+    if (report.status === 'running') {
+      sweepsQueue ??= opts.sweepsQueue === undefined ? new Queue(sweepsQueueName(), { connection: bullConnection() }) : undefined;
+      await scheduleCheck(opts.sweepsQueue ?? (sweepsQueue as Queue), data.sweepId);
+    }
+    return report;
   } finally {
     if (opts.redis === undefined) await redis.quit();
   }

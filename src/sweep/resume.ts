@@ -7,7 +7,7 @@
  */
 import { epochsJobId } from '../queue/queues.js';
 import { RunStore } from '../redis/runs.js';
-import { onTrialEnd, onTrialEpoch } from './hooks.js';
+import { onTrialEnd, trialEpoch } from './hooks.js';
 import { addTrials, enqueueTrial, fillSlots, finishSweep, requireSweep } from './runner.js';
 import type { SweepContext } from './runner.js';
 import { SweepStore } from './store.js';
@@ -48,7 +48,7 @@ export async function resumeSweep(ctx: SweepContext, sweepId: string): Promise<R
     if (run !== null && run.committedEpoch > 0) {
       const last = (await runs.epochs(t.runId, run.committedEpoch - 1)).find((e) => e.epoch === run.committedEpoch);
       if (last !== undefined) {
-        const r = await onTrialEpoch({ redis: ctx.redis, keys: ctx.keys, queue: ctx.queue, runId: t.runId, sweepId, epoch: last.epoch, scalars: last.scalars });
+        const r = await trialEpoch({ redis: ctx.redis, keys: ctx.keys, queue: ctx.queue, runId: t.runId, sweepId, epoch: last.epoch, scalars: last.scalars });
         if (r.action === 'stop') {
           report.replayed.push(t.runId);
           continue;

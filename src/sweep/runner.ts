@@ -74,17 +74,23 @@ export async function enqueueTrial(ctx: SweepContext, rec: SweepRecord, runId: s
   if (await hasLiveJob(ctx.queue, runId, rec.maxEpochs)) return 'live';
   const runs = new RunStore(ctx.redis, ctx.keys);
   const run = await runs.get(runId);
-  if (run === null) {
-    const config = parseRunConfig(await new SweepStore(ctx.redis, ctx.keys.prefix).trialConfig(rec.id, runId), `trial ${runId}`);
-    await enqueueEpochs(ctx.queue, ctx.redis, ctx.keys, { runId, epochs: rec.maxEpochs, config, sweepId: rec.id });
+  try {
+    if (run === null) {
+      const config = parseRunConfig(await new SweepStore(ctx.redis, ctx.keys.prefix).trialConfig(rec.id, runId), `trial ${runId}`);
+      await enqueueEpochs(ctx.queue, ctx.redis, ctx.keys, { runId, epochs: rec.maxEpochs, config, sweepId: rec.id });
+      return 'enqueued';
+    }
+    if (run.status === 'queued' || run.status === 'running') {
+      // the record says a job holds it, but no job is live: that job was lost
+      await runs.setStatus(runId, 'failed', { error: 'its job was lost; re-enqueued by the sweep' });
+    }
+    await enqueueEpochs(ctx.queue, ctx.redis, ctx.keys, { runId, epochs: rec.maxEpochs, sweepId: rec.id });
     return 'enqueued';
+  } catch (err) {
+    // another process (a hook, a resume) enqueued the same trial at the same moment
+    if (err instanceof FoxhuntError && err.code === 'JOB_INVALID' && await hasLiveJob(ctx.queue, runId, rec.maxEpochs)) return 'live';
+    throw err;
   }
-  if (run.status === 'queued' || run.status === 'running') {
-    // the record says a job holds it, but no job is live: that job was lost
-    await runs.setStatus(runId, 'failed', { error: 'its job was lost; re-enqueued by the sweep' });
-  }
-  await enqueueEpochs(ctx.queue, ctx.redis, ctx.keys, { runId, epochs: rec.maxEpochs, sweepId: rec.id });
-  return 'enqueued';
 }
 
 export async function enqueueAll(ctx: SweepContext, rec: SweepRecord, runIds: readonly string[]): Promise<void> {
