@@ -38,7 +38,8 @@ function metricFor(runId: string, lr: number, epoch: number): number | null {
 }
 
 /** What foxhunt-worker does per epochs job, with synthetic scalars instead of the trainer. */
-function simulatedWorker(queueName: string, id: string, opts: { failRun?: string; maxActive: { now: number; max: number } }): Worker {
+function simulatedWorker(queue: Queue, id: string, opts: { failRun?: string; maxActive: { now: number; max: number } }): Worker {
+  const queueName = queue.name;
   const runs = new RunStore(redis, keys);
   const w = new Worker(queueName, async (job: Job, token?: string) => {
     const data = parseEpochsJob(job.data);
@@ -62,7 +63,7 @@ function simulatedWorker(queueName: string, id: string, opts: { failRun?: string
           configHash: run.configHash, workerId: id, statusAfter: epoch === data.epochs ? 'completed' : 'running',
         });
         if (!res.ok) return `refused ${res.reason}`;
-        if (await onTrialEpoch({ redis, keys, queue: queues[0], runId: data.runId, sweepId: data.sweepId!, epoch, scalars }) === 'stop') return 'stopped';
+        if (await onTrialEpoch({ redis, keys, queue, runId: data.runId, sweepId: data.sweepId!, epoch, scalars }) === 'stop') return 'stopped';
       }
       return 'completed';
     } catch (err) {
@@ -136,8 +137,8 @@ describe('a sweep end to end on simulated workers', () => {
     expect(await store.create(rec)).toBe(true);
     const failRun = `${id}.t002`;
     const active = { now: 0, max: 0 };
-    simulatedWorker(epochsQ.name, 'w1', { failRun, maxActive: active });
-    simulatedWorker(epochsQ.name, 'w2', { failRun, maxActive: active });
+    simulatedWorker(epochsQ, 'w1', { failRun, maxActive: active });
+    simulatedWorker(epochsQ, 'w2', { failRun, maxActive: active });
     opened.push(new Worker(sweepsQ.name, async (job) => processSweepJob(job, { redis, keys, queue: epochsQ, sweepsQueue: sweepsQ }), { connection: bullConnection(url) }));
     await sweepsQ.add(SWEEP_JOB, { sweepId: id }, { jobId: sweepJobId(id) });
 
@@ -194,7 +195,7 @@ describe('a sweep end to end on simulated workers', () => {
     // resuming again changes nothing
     expect((await resumeSweep({ redis, keys, queue: epochsQ }, id)).reenqueued).toHaveLength(0);
     const active = { now: 0, max: 0 };
-    simulatedWorker(epochsQ.name, 'w3', { maxActive: active });
+    simulatedWorker(epochsQ, 'w3', { maxActive: active });
     await waitFor(async () => (await store.get(id))?.status === 'completed', 60_000, 'the resumed sweep to complete');
     const board = await store.leaderboard(id, 'max');
     expect(board.every((b) => b.status === 'completed' || b.status === 'pruned')).toBe(true);
