@@ -80,7 +80,7 @@ struct fh_trainer {
   /* evaluation (fixed per market) */
   std::vector<int32_t> session_of; /* (val bars) */
   int32_t n_sessions = 0;
-  std::vector<int64_t> seg_start;  /* segment k covers [seg_start[k], seg_start[k+1]) */
+  std::vector<int64_t> seg_begin, seg_end; /* segment k covers [seg_begin[k], seg_end[k]) */
   bool baselines_ready = false;
   fh_metrics flat_m, bh_m;
 

@@ -21,6 +21,8 @@
  *   ... online forward + expected Q (N, sum n_d) ...
  *   fh_launch_select_actions(envs, q, ldq, i)             epsilon-greedy (N, 3) into envs.actions
  *   fh_launch_env_step(envs, mkt, &replay, i)             step + reset-after-done + replay row + leaves
+ * or, fused (one launch per step for the env part; the same results):
+ *   fh_launch_env_observe once, then per step: forward -> fh_launch_env_act_step_observe(q, i, obs)
  * after the T steps:
  *   fh_launch_collect_end(envs, &replay, T)               env_step += T; rebuild the sum tree
  */
@@ -101,6 +103,13 @@ fh_status fh_launch_select_actions(const fh_cuda_envs& e, const float* q, int32_
  * rebuilt by fh_launch_collect_end (nothing samples during collection). */
 fh_status fh_launch_env_step(const fh_cuda_envs& e, const fh_cuda_market& m, const fh_cuda_replay* r,
                              int32_t step_in_epoch, cudaStream_t s);
+
+/* Fused: fh_launch_select_actions + fh_launch_env_step + fh_launch_env_observe of the new state,
+ * in one launch (one warp per env). The loop then is: observe once, then per step i
+ * forward(obs) -> expected Q -> fh_launch_env_act_step_observe(q, i, obs). Same results. */
+fh_status fh_launch_env_act_step_observe(const fh_cuda_envs& e, const fh_cuda_market& m, const fh_cuda_replay* r,
+                                         const float* q, int32_t ldq, int32_t step_in_epoch, fh_dtype dtype,
+                                         void* obs, int32_t ld, cudaStream_t s);
 
 /* End of the collection loop: *env_step += steps; rebuild r's sum tree (r may be NULL). */
 fh_status fh_launch_collect_end(const fh_cuda_envs& e, const fh_cuda_replay* r, int32_t steps, cudaStream_t s);

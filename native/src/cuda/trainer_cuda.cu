@@ -35,11 +35,9 @@
 #include "net.h"
 #include "per.cuh"
 #include "replay.h"
-#include "sha256.h"
+#include "checkpoint.h"
 
 #define FH_CUDA_VERSION "0.1.0 cuda"
-#define FH_CKPT_MAGIC "FHCK"
-#define FH_CKPT_VERSION 1u
 
 struct fh_host_market {
   std::vector<float> features;
@@ -83,6 +81,7 @@ struct fh_trainer {
   int64_t epoch = 0;             /* epochs finished */
   int64_t env_step = 0;          /* collection steps so far (mirror of the device counter) */
   int64_t train_step = 0;        /* optimiser steps so far (mirror of the device counter) */
+  int64_t probe_steps = 0;       /* fh_trainer_env_step calls (their Philox counter offset) */
   fh_metrics flat{}, buy_hold{};
 };
 
@@ -603,174 +602,186 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
 
 /* ------------------------------------------------------------------ checkpoints
  *
- * Layout (little-endian): "FHCK" | u32 version | u32 backend | u32 0 | u64 config_hash |
- * u64 payload bytes | sha256(payload) [32] | payload. Payload sections, in order:
- *   counters   i64 epoch, env_step, train_step, n_params
- *   params     online, target, adam_m, adam_v           (n_params floats each)
- *   envs       i32 N, N * fh_env_state (env.cuh layout)
- *   replay     i64 capacity, bar (C i32), act (C*3 u8), done (C u8), reward (C f32), account (C*8 f32),
- *              leaves (C f32), f32 max_priority
+ * Framing: common/checkpoint.h (magic, version, config hash, length, sha256). Payload: the CPU
+ * backend's layout byte for byte (native/src/cpu/state.cpp), so checkpoints move between backends:
+ *   u64 epoch, env_counter, train_step, probe_steps
+ *   f32 online[P], target[P], adam_m[P], adam_v[P]
+ *   per env (N): i64 t, f64 avg_entry, stop, stop_dist, equity, realised, trade_pnl, i32 pos, has_stop, k, bars_held
+ *   replay (C): i32 bar[C], u8 act[3C], u8 done[C], f32 reward[C], f32 account[8C]
+ *   PER: f32 leaf[C], f32 max_priority
  */
 
-struct fh_writer {
-  uint8_t* p;
-  uint64_t off, cap;
-  bool ok = true;
-  void put(const void* src, uint64_t n) {
-    if (p && off + n <= cap) memcpy(p + off, src, n);
-    else if (p) ok = false;
-    off += n;
-  }
+struct fh_ckpt_state {
+  uint64_t epoch = 0, env_counter = 0, train_step = 0, probe_steps = 0;
+  std::vector<float> P, Pt, M, V;
+  std::vector<fh_env_state> envs;
+  std::vector<int32_t> bar;
+  std::vector<uint8_t> act, done;
+  std::vector<float> reward, account, leaves;
+  float maxp = 0.0f;
 };
 
-static uint64_t payload_bytes(const fh_trainer* t) {
-  const uint64_t np = (uint64_t)t->net.L.total, C = (uint64_t)t->replay.capacity;
-  return 4 * 8 + 4 * np * 4 + 4 + (uint64_t)t->cfg.n_envs * sizeof(fh_env_state) + 8 + C * (4 + 3 + 1 + 4 + 32 + 4) + 4;
+template <typename IO>
+static void ckpt_payload(IO& io, fh_ckpt_state& c) {
+  io.val(c.epoch);
+  io.val(c.env_counter);
+  io.val(c.train_step);
+  io.val(c.probe_steps);
+  io.arr(c.P.data(), c.P.size());
+  io.arr(c.Pt.data(), c.Pt.size());
+  io.arr(c.M.data(), c.M.size());
+  io.arr(c.V.data(), c.V.size());
+  for (auto& s : c.envs) {
+    io.val(s.t);
+    io.val(s.avg_entry);
+    io.val(s.stop);
+    io.val(s.stop_dist);
+    io.val(s.equity);
+    io.val(s.realised);
+    io.val(s.trade_pnl);
+    io.val(s.pos);
+    io.val(s.has_stop);
+    io.val(s.k);
+    io.val(s.bars_held);
+  }
+  io.arr(c.bar.data(), c.bar.size());
+  io.arr(c.act.data(), c.act.size());
+  io.arr(c.done.data(), c.done.size());
+  io.arr(c.reward.data(), c.reward.size());
+  io.arr(c.account.data(), c.account.size());
+  io.arr(c.leaves.data(), c.leaves.size());
+  io.val(c.maxp);
 }
 
-static const uint64_t kHeader = 4 + 4 + 4 + 4 + 8 + 8 + 32;
+static void ckpt_shape(const fh_trainer* t, fh_ckpt_state& c) {
+  const size_t P = (size_t)t->net.L.total, C = (size_t)t->replay.capacity;
+  c.P.resize(P);
+  c.Pt.resize(P);
+  c.M.resize(P);
+  c.V.resize(P);
+  c.envs.resize((size_t)t->cfg.n_envs);
+  c.bar.resize(C);
+  c.act.resize(C * 3);
+  c.done.resize(C);
+  c.reward.resize(C);
+  c.account.resize(C * 8);
+  c.leaves.resize(C);
+}
+
+static uint64_t payload_bytes(const fh_trainer* t) {
+  const uint64_t P = (uint64_t)t->net.L.total, C = (uint64_t)t->replay.capacity, N = (uint64_t)t->cfg.n_envs;
+  const uint64_t env = 8 + 6 * 8 + 4 * 4;
+  return 4 * 8 + 4 * P * 4 + N * env + C * (4 + 3 + 1 + 4 + 32 + 4) + 4;
+}
 
 extern "C" FH_API fh_status fh_trainer_checkpoint_size(fh_trainer* t, uint64_t* out) {
   if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
-  *out = kHeader + payload_bytes(t);
+  *out = FH_CKPT_HEADER + payload_bytes(t);
   return FH_OK;
 }
 
 template <typename T>
-static fh_status d2h(fh_trainer* t, std::vector<T>& v, const T* src, size_t n) {
-  v.resize(n);
-  TR_CUDA(t, cudaMemcpy(v.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost), "checkpoint read");
+static fh_status d2h(fh_trainer* t, std::vector<T>& v, const T* src) {
+  TR_CUDA(t, cudaMemcpy(v.data(), src, v.size() * sizeof(T), cudaMemcpyDeviceToHost), "checkpoint read");
+  return FH_OK;
+}
+template <typename T>
+static fh_status h2d(fh_trainer* t, T* dst, const std::vector<T>& v) {
+  TR_CUDA(t, cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice), "checkpoint load");
   return FH_OK;
 }
 
 extern "C" FH_API fh_status fh_trainer_save_checkpoint(fh_trainer* t, uint8_t* buf, uint64_t cap, uint64_t* written) {
-  if (!t || !buf) return FH_ERR_INVALID_ARGUMENT;
+  if (!t || !buf || !written) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(set_device(t));
-  const uint64_t need = kHeader + payload_bytes(t);
-  if (cap < need) return fail(t, FH_ERR_BUFFER_TOO_SMALL, "checkpoint needs %llu bytes, buffer has %llu",
-                              (unsigned long long)need, (unsigned long long)cap);
+  const uint64_t need = FH_CKPT_HEADER + payload_bytes(t);
+  if (cap < need)
+    return fail(t, FH_ERR_BUFFER_TOO_SMALL, "save_checkpoint: buffer holds %llu bytes, the checkpoint needs %llu",
+                (unsigned long long)cap, (unsigned long long)need);
   TR_CUDA(t, cudaDeviceSynchronize(), "checkpoint");
-  const int64_t np = t->net.L.total, C = t->replay.capacity;
-  fh_writer w{buf + kHeader, 0, need - kHeader};
-  const int64_t counters[4] = {t->epoch, t->env_step, t->train_step, np};
-  w.put(counters, sizeof counters);
-  std::vector<float> f;
-  const float* vecs[4] = {t->net.online, t->net.target, t->net.adam_m, t->net.adam_v};
-  for (const float* v : vecs) {
-    FH_TRY(d2h(t, f, v, (size_t)np));
-    w.put(f.data(), np * 4);
-  }
-  const int32_t N = t->cfg.n_envs;
-  w.put(&N, 4);
-  std::vector<fh_env_state> es;
-  FH_TRY(d2h(t, es, t->envs.state, (size_t)N));
-  w.put(es.data(), es.size() * sizeof(fh_env_state));
-  w.put(&C, 8);
-  std::vector<int32_t> bar;
-  FH_TRY(d2h(t, bar, t->replay.v.bar, (size_t)C));
-  w.put(bar.data(), C * 4);
-  std::vector<uint8_t> u8;
-  FH_TRY(d2h(t, u8, t->replay.v.act, (size_t)C * 3));
-  w.put(u8.data(), C * 3);
-  FH_TRY(d2h(t, u8, t->replay.v.done, (size_t)C));
-  w.put(u8.data(), C);
-  FH_TRY(d2h(t, f, t->replay.v.reward, (size_t)C));
-  w.put(f.data(), C * 4);
-  FH_TRY(d2h(t, f, t->replay.v.account, (size_t)C * 8));
-  w.put(f.data(), C * 32);
-  FH_TRY(d2h(t, f, t->replay.tree.leaf, (size_t)C));
-  w.put(f.data(), C * 4);
-  float maxp = 0;
-  TR_CUDA(t, cudaMemcpy(&maxp, t->replay.max_priority, 4, cudaMemcpyDeviceToHost), "checkpoint read");
-  w.put(&maxp, 4);
-  if (!w.ok || w.off != need - kHeader) return fail(t, FH_ERR_INTERNAL, "checkpoint size mismatch");
-  fh_writer h{buf, 0, kHeader};
-  h.put(FH_CKPT_MAGIC, 4);
-  const uint32_t ver = FH_CKPT_VERSION, backend = FH_BACKEND_CUDA, zero = 0;
-  h.put(&ver, 4);
-  h.put(&backend, 4);
-  h.put(&zero, 4);
-  h.put(&t->config_hash, 8);
-  const uint64_t plen = need - kHeader;
-  h.put(&plen, 8);
-  uint8_t digest[32];
-  fh_sha256_bytes(buf + kHeader, plen, digest);
-  h.put(digest, 32);
-  if (written) *written = need;
+  fh_ckpt_state c;
+  ckpt_shape(t, c);
+  c.epoch = (uint64_t)t->epoch;
+  c.env_counter = (uint64_t)t->env_step;
+  c.train_step = (uint64_t)t->train_step;
+  c.probe_steps = (uint64_t)t->probe_steps;
+  FH_TRY(d2h(t, c.P, t->net.online));
+  FH_TRY(d2h(t, c.Pt, t->net.target));
+  FH_TRY(d2h(t, c.M, t->net.adam_m));
+  FH_TRY(d2h(t, c.V, t->net.adam_v));
+  FH_TRY(d2h(t, c.envs, t->envs.state));
+  FH_TRY(d2h(t, c.bar, t->replay.v.bar));
+  FH_TRY(d2h(t, c.act, t->replay.v.act));
+  FH_TRY(d2h(t, c.done, t->replay.v.done));
+  FH_TRY(d2h(t, c.reward, t->replay.v.reward));
+  FH_TRY(d2h(t, c.account, t->replay.v.account));
+  FH_TRY(d2h(t, c.leaves, t->replay.tree.leaf));
+  TR_CUDA(t, cudaMemcpy(&c.maxp, t->replay.max_priority, 4, cudaMemcpyDeviceToHost), "checkpoint read");
+  fh_ckpt_writer w;
+  w.buf = buf + FH_CKPT_HEADER;
+  ckpt_payload(w, c);
+  if (w.pos != need - FH_CKPT_HEADER) return fail(t, FH_ERR_INTERNAL, "save_checkpoint: payload size mismatch");
+  fh_ckpt_write_header(buf, t->config_hash, w.pos);
+  *written = need;
   return FH_OK;
 }
-
-struct fh_reader {
-  const uint8_t* p;
-  uint64_t off, len;
-  bool get(void* dst, uint64_t n) {
-    if (off + n > len) return false;
-    memcpy(dst, p + off, n);
-    off += n;
-    return true;
-  }
-};
 
 extern "C" FH_API fh_status fh_trainer_load_checkpoint(fh_trainer* t, const uint8_t* buf, uint64_t len) {
   if (!t || !buf) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(set_device(t));
-  if (len < kHeader) return fail(t, FH_ERR_CHECKPOINT, "checkpoint truncated: %llu bytes", (unsigned long long)len);
-  if (memcmp(buf, FH_CKPT_MAGIC, 4) != 0) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: bad magic");
-  uint32_t ver, backend, zero;
-  uint64_t hash, plen;
-  memcpy(&ver, buf + 4, 4);
-  memcpy(&backend, buf + 8, 4);
-  memcpy(&zero, buf + 12, 4);
-  memcpy(&hash, buf + 16, 8);
-  memcpy(&plen, buf + 24, 8);
-  if (ver != FH_CKPT_VERSION) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: version %u, expected %u", ver, FH_CKPT_VERSION);
-  if (hash != t->config_hash) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: config hash does not match this trainer");
-  if (plen != payload_bytes(t) || kHeader + plen > len)
-    return fail(t, FH_ERR_CHECKPOINT, "checkpoint: payload is %llu bytes, expected %llu", (unsigned long long)plen,
-                (unsigned long long)payload_bytes(t));
-  uint8_t digest[32];
-  fh_sha256_bytes(buf + kHeader, plen, digest);
-  if (memcmp(digest, buf + 32, 32) != 0) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: sha256 mismatch (corrupt)");
-  fh_reader r{buf + kHeader, 0, plen};
-  int64_t counters[4];
-  r.get(counters, sizeof counters);
-  const int64_t np = t->net.L.total, C = t->replay.capacity;
-  if (counters[3] != np) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: %lld params, expected %lld",
-                                     (long long)counters[3], (long long)np);
+  const uint8_t* pl = nullptr;
+  uint64_t plen = 0;
+  std::string err;
+  fh_status s = fh_ckpt_check(buf, len, t->config_hash, &pl, &plen, &err);
+  if (s != FH_OK) return fail(t, s, "%s", err.c_str());
+  if (plen != payload_bytes(t))
+    return fail(t, FH_ERR_CHECKPOINT, "checkpoint: payload is %llu bytes, this trainer's state is %llu",
+                (unsigned long long)plen, (unsigned long long)payload_bytes(t));
+  fh_ckpt_state c;
+  ckpt_shape(t, c);
+  fh_ckpt_reader rd;
+  rd.buf = pl;
+  rd.len = plen;
+  ckpt_payload(rd, c);
+  if (!rd.ok || rd.pos != plen) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: payload shorter or longer than the trainer state");
+  /* semantic checks before anything on the device changes */
+  for (size_t e = 0; e < c.envs.size(); ++e) {
+    const fh_env_state& st = c.envs[e];
+    if (st.t < t->hm.m.train_begin || st.t + 1 >= t->hm.m.train_end || st.k < 0 || st.k >= t->cfg.episode_len)
+      return fail(t, FH_ERR_CHECKPOINT, "checkpoint: env %zu state is out of range for this market", e);
+  }
+  for (size_t i = 0; i < c.leaves.size(); ++i)
+    if (!(c.leaves[i] >= 0.0f) || !isfinite(c.leaves[i]))
+      return fail(t, FH_ERR_CHECKPOINT, "checkpoint: priority %zu is negative or not finite", i);
+  for (size_t i = 0; i < c.bar.size(); ++i)
+    if (c.bar[i] < 0 || c.bar[i] >= t->hm.m.n_bars)
+      return fail(t, FH_ERR_CHECKPOINT, "checkpoint: replay bar index out of range at slot %zu", i);
+  for (size_t i = 0; i < c.act.size(); ++i)
+    if (c.act[i] >= t->cfg.branch_sizes[i % 3])
+      return fail(t, FH_ERR_CHECKPOINT, "checkpoint: replay action out of range at slot %zu", i / 3);
   TR_CUDA(t, cudaDeviceSynchronize(), "checkpoint load");
-  std::vector<uint8_t> tmp;
-  auto up = [&](void* dst, uint64_t n) -> fh_status {
-    tmp.resize(n);
-    if (!r.get(tmp.data(), n)) return fail(t, FH_ERR_CHECKPOINT, "checkpoint truncated");
-    TR_CUDA(t, cudaMemcpy(dst, tmp.data(), n, cudaMemcpyHostToDevice), "checkpoint load");
-    return FH_OK;
-  };
-  float* vecs[4] = {t->net.online, t->net.target, t->net.adam_m, t->net.adam_v};
-  for (float* v : vecs) FH_TRY(up(v, np * 4));
-  int32_t N = 0;
-  r.get(&N, 4);
-  if (N != t->cfg.n_envs) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: %d envs, expected %d", N, t->cfg.n_envs);
-  FH_TRY(up(t->envs.state, (uint64_t)N * sizeof(fh_env_state)));
-  int64_t Cc = 0;
-  r.get(&Cc, 8);
-  if (Cc != C) return fail(t, FH_ERR_CHECKPOINT, "checkpoint: replay capacity %lld, expected %lld", (long long)Cc, (long long)C);
-  FH_TRY(up(t->replay.v.bar, C * 4));
-  FH_TRY(up(t->replay.v.act, C * 3));
-  FH_TRY(up(t->replay.v.done, C));
-  FH_TRY(up(t->replay.v.reward, C * 4));
-  FH_TRY(up(t->replay.v.account, C * 32));
-  FH_TRY(up(t->replay.tree.leaf, C * 4));
-  FH_TRY(up(t->replay.max_priority, 4));
-  /* counters on the device */
-  t->epoch = counters[0];
-  t->env_step = counters[1];
-  t->train_step = counters[2];
+  FH_TRY(h2d(t, t->net.online, c.P));
+  FH_TRY(h2d(t, t->net.target, c.Pt));
+  FH_TRY(h2d(t, t->net.adam_m, c.M));
+  FH_TRY(h2d(t, t->net.adam_v, c.V));
+  FH_TRY(h2d(t, t->envs.state, c.envs));
+  FH_TRY(h2d(t, t->replay.v.bar, c.bar));
+  FH_TRY(h2d(t, t->replay.v.act, c.act));
+  FH_TRY(h2d(t, t->replay.v.done, c.done));
+  FH_TRY(h2d(t, t->replay.v.reward, c.reward));
+  FH_TRY(h2d(t, t->replay.v.account, c.account));
+  FH_TRY(h2d(t, t->replay.tree.leaf, c.leaves));
+  TR_CUDA(t, cudaMemcpy(t->replay.max_priority, &c.maxp, 4, cudaMemcpyHostToDevice), "checkpoint load");
+  t->epoch = (int64_t)c.epoch;
+  t->env_step = (int64_t)c.env_counter;
+  t->train_step = (int64_t)c.train_step;
+  t->probe_steps = (int64_t)c.probe_steps;
   TR_CUDA(t, cudaMemcpy(t->envs.env_step, &t->env_step, 8, cudaMemcpyHostToDevice), "checkpoint load");
   TR_CUDA(t, cudaMemcpy(t->net.step, &t->train_step, 8, cudaMemcpyHostToDevice), "checkpoint load");
-  cudaStream_t s = train_stream(t);
-  TR_TRY(t, fh_net_sync_shadows(&t->net, s), "checkpoint load");
-  TR_TRY(t, fh_launch_tree_rebuild(t->replay.tree, s), "checkpoint load");
-  TR_CUDA(t, cudaStreamSynchronize(s), "checkpoint load");
+  cudaStream_t st = train_stream(t);
+  TR_TRY(t, fh_net_sync_shadows(&t->net, st), "checkpoint load");
+  TR_TRY(t, fh_launch_tree_rebuild(t->replay.tree, st), "checkpoint load");
+  TR_CUDA(t, cudaStreamSynchronize(st), "checkpoint load");
   return FH_OK;
 }
 
@@ -867,8 +878,17 @@ extern "C" FH_API fh_status fh_trainer_env_step(fh_trainer* t, const int32_t* ac
   const int32_t N = t->cfg.n_envs;
   cudaStream_t s = collect_stream(t);
   TR_CUDA(t, cudaDeviceSynchronize(), "env_step");
+  for (int32_t e = 0; e < N; ++e)
+    for (int d = 0; d < 3; ++d) {
+      const int32_t a = actions[(int64_t)e * 3 + d];
+      if (a < 0 || a >= t->cfg.branch_sizes[d])
+        return fail(t, FH_ERR_INVALID_ARGUMENT, "env_step: actions[%d][%d] = %d is outside [0, %d)", e, d, a,
+                    t->cfg.branch_sizes[d]);
+    }
   TR_CUDA(t, cudaMemcpy(t->envs.actions, actions, (size_t)N * 3 * 4, cudaMemcpyHostToDevice), "env_step upload");
-  TR_TRY(t, fh_launch_env_step(t->envs, t->dm, nullptr, 0, s), "env_step");
+  /* like collection step `probe_steps` after the collected ones: resets draw from that counter */
+  TR_TRY(t, fh_launch_env_step(t->envs, t->dm, nullptr, (int32_t)t->probe_steps, s), "env_step");
+  t->probe_steps += 1;
   TR_CUDA(t, cudaStreamSynchronize(s), "env_step");
   if (reward) TR_CUDA(t, cudaMemcpy(reward, t->envs.reward, (size_t)N * 4, cudaMemcpyDeviceToHost), "env_step read");
   if (done) TR_CUDA(t, cudaMemcpy(done, t->envs.done, (size_t)N, cudaMemcpyDeviceToHost), "env_step read");

@@ -1,0 +1,100 @@
+/**
+ * Helpers of the native CPU backend tests: the library, tiny configs and markets built from the
+ * data and feature modules (no cache, no files), and a trainer handle that is always destroyed.
+ */
+import { loadRunConfig } from '../../src/config/load.js';
+import type { RunConfig } from '../../src/config/schema.js';
+import { makeSplit } from '../../src/data/split.js';
+import { generateSynthetic } from '../../src/data/synthetic.js';
+import type { PreparedMarket } from '../../src/data/types.js';
+import { wilderAtr } from '../../src/features/atr.js';
+import { applyNormaliser, computeRawV1, featureNamesV1, fitNormaliser, N_FEATURES_V1 } from '../../src/features/v1.js';
+import { cString, FhStatus, loadNative } from '../../src/native/binding.js';
+import type { FhConfig, FhEpochStats, FhInfo, FhMarket, NativeLib, TrainerHandle } from '../../src/native/binding.js';
+import { toNativeConfig, toNativeMarket } from '../../src/native/trainer.js';
+
+export const TINY = 'config/runs/tiny.toml';
+
+export function lib(): NativeLib {
+  return loadNative('cpu');
+}
+
+export function tinyConfig(sets: string[] = []): RunConfig {
+  return loadRunConfig(TINY, sets);
+}
+
+export function market(cfg: RunConfig): PreparedMarket {
+  const { bars } = generateSynthetic(cfg.data.synthetic, cfg.instrument);
+  const n = bars.close.length;
+  const atr = wilderAtr(bars, cfg.instrument.tick_size);
+  const split = makeSplit(n, cfg.split, bars.sessionStart, cfg.env.window + 2);
+  const raw = computeRawV1(bars, atr, false);
+  const features = applyNormaliser(raw, N_FEATURES_V1, fitNormaliser(raw, N_FEATURES_V1, split.trainBegin, split.trainEnd));
+  return { bars, atr, features, nFeatures: N_FEATURES_V1, featureNames: featureNamesV1(false), split, cacheKey: 'test', cacheHit: false };
+}
+
+/** fh_config of a RunConfig, CPU backend, with raw field overrides. */
+export function nativeConfig(cfg: RunConfig, overrides: Partial<FhConfig> = {}): FhConfig {
+  return { ...toNativeConfig(cfg, 'cpu'), ...overrides };
+}
+
+export function nativeMarket(m: PreparedMarket): FhMarket {
+  return toNativeMarket(m);
+}
+
+/** fh_trainer_create; returns the status and the handle or the error text. */
+export function tryCreate(l: NativeLib, cfg: FhConfig, m: FhMarket): { status: number; handle: TrainerHandle | null; error: string } {
+  const out: [TrainerHandle | null] = [null];
+  const err = Buffer.alloc(512);
+  const status = l.fh_trainer_create(cfg, m, out, err, err.length);
+  return { status, handle: out[0], error: cString(err) };
+}
+
+export function create(l: NativeLib, cfg: FhConfig, m: FhMarket): TrainerHandle {
+  const r = tryCreate(l, cfg, m);
+  if (r.status !== FhStatus.OK || r.handle === null) throw new Error(`fh_trainer_create: ${r.status} ${r.error}`);
+  return r.handle;
+}
+
+export function info(l: NativeLib, h: TrainerHandle): FhInfo {
+  const out: Partial<FhInfo> = {};
+  const s = l.fh_trainer_info(h, out);
+  if (s !== FhStatus.OK) throw new Error(`fh_trainer_info: ${s}`);
+  return out as FhInfo;
+}
+
+export function runEpoch(l: NativeLib, h: TrainerHandle): FhEpochStats {
+  const out: Partial<FhEpochStats> = {};
+  const s = l.fh_trainer_run_epoch(h, out);
+  if (s !== FhStatus.OK) throw new Error(`fh_trainer_run_epoch: ${s} ${l.fh_trainer_last_error(h) ?? ''}`);
+  return out as FhEpochStats;
+}
+
+export async function runEpochAsync(l: NativeLib, h: TrainerHandle): Promise<FhEpochStats> {
+  const out: Partial<FhEpochStats> = {};
+  const s = await l.async.fh_trainer_run_epoch(h, out);
+  if (s !== FhStatus.OK) throw new Error(`fh_trainer_run_epoch: ${s} ${l.fh_trainer_last_error(h) ?? ''}`);
+  return out as FhEpochStats;
+}
+
+export function saveCheckpoint(l: NativeLib, h: TrainerHandle): Buffer {
+  const size: [number | bigint] = [0];
+  if (l.fh_trainer_checkpoint_size(h, size) !== FhStatus.OK) throw new Error('checkpoint_size failed');
+  const buf = Buffer.alloc(Number(size[0]));
+  const written: [number | bigint] = [0];
+  const s = l.fh_trainer_save_checkpoint(h, buf, buf.length, written);
+  if (s !== FhStatus.OK) throw new Error(`save_checkpoint: ${s} ${l.fh_trainer_last_error(h) ?? ''}`);
+  return buf.subarray(0, Number(written[0]));
+}
+
+/** Deterministic uniform floats in [0, 1) (mulberry32). */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
