@@ -3,7 +3,8 @@
 # It carries the CPU backend of the native trainer too, so `foxhunt train` works in it on a CPU.
 #
 #   docker build -f docker/node.Dockerfile -t foxhunt/node:0.1.0 .
-#   docker run --rm foxhunt/node:0.1.0 dashboard --port 8080
+#   docker run --rm -p 127.0.0.1:8080:8080 -e REDIS_URL -e FOXHUNT_DASHBOARD_TOKEN -e FOXHUNT_DASHBOARD_READONLY_TOKEN \
+#     foxhunt/node:0.1.0 dashboard --host 0.0.0.0 --port 8080
 ARG NODE_VERSION=20.19.5
 
 # --- the CPU backend (libfoxhunt_cpu.so), built by the project's own script ---
@@ -45,9 +46,8 @@ ENV NODE_ENV=production \
     FOXHUNT_CACHE_DIR=/cache
 USER 10001:10001
 EXPOSE 8080
-# Answers for the dashboard (its /metrics needs no token by default); a one-off producer run ends
-# long before the first check.
+# The dashboard's public /healthz (no token); a one-off producer run ends long before the first check.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "/app/docker/healthcheck.mjs", "http://127.0.0.1:8080/metrics"]
+  CMD ["node", "/app/docker/healthcheck.mjs", "http://127.0.0.1:8080/healthz"]
 ENTRYPOINT ["/usr/bin/tini", "--", "node", "/app/bin/foxhunt.js"]
 CMD ["--help"]

@@ -281,9 +281,16 @@ describe('health port and paths match DESIGN section 8', () => {
     const m = /`foxhunt dashboard --port (\d+)`/.exec(designFleet);
     expect(m).not.toBeNull();
     const dport = m?.[1] ?? '';
-    expect(strings(service('dashboard')['command'], 'dashboard.command')).toEqual(['dashboard', '--port', dport]);
-    expect(strings(at(container(k8sObject('Deployment', 'foxhunt-dashboard')), 'args'), 'args')).toEqual(['dashboard', '--port', dport]);
+    // In a container the dashboard must bind all interfaces (its default is loopback); compose still
+    // publishes the port on the host's 127.0.0.1 only (checked above).
+    for (const argv of [strings(service('dashboard')['command'], 'dashboard.command'),
+      strings(at(container(k8sObject('Deployment', 'foxhunt-dashboard')), 'args'), 'args')]) {
+      expect(argv[0]).toBe('dashboard');
+      expect(flag(argv, '--port')).toBe(dport);
+      expect(flag(argv, '--host')).toBe('0.0.0.0');
+    }
     expect(at(k8sObject('Service', 'foxhunt-dashboard').obj, 'spec', 'ports', 0, 'port')).toBe(Number(dport));
+    expect(at(container(k8sObject('Deployment', 'foxhunt-dashboard')), 'readinessProbe', 'httpGet', 'path')).toBe('/healthz');
   });
 });
 

@@ -1,0 +1,120 @@
+/**
+ * The worker contract the deployment files rely on (docs/DESIGN.md section 8), on the real
+ * `foxhunt-worker` entry point: `--cpu --health-port P` against the local Redis serves /healthz and
+ * /readyz with 200 (compose healthchecks, k8s probes), and SIGTERM (what `docker stop` and the
+ * kubelet send) makes it exit 0 promptly when it holds no job.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, test } from 'vitest';
+import { ROOT } from './load.js';
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+async function status(url: string): Promise<number> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+    await res.arrayBuffer();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+async function waitFor(what: string, ok: () => Promise<boolean>, timeoutMs: number, logs: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await ok()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${what} within ${timeoutMs} ms; worker output:\n${logs()}`);
+}
+
+function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    else child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
+}
+
+describe('foxhunt-worker honours the deployment contract', () => {
+  const tag = randomUUID().slice(0, 8);
+  const prefix = `fhdeploy-${tag}`;
+  const dir = mkdtempSync(join(tmpdir(), 'fh-deploy-'));
+  let child: ChildProcess | undefined;
+
+  afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited(child);
+    }
+    const redis = new Redis({ host: '127.0.0.1', port: 6379, lazyConnect: true });
+    await redis.connect();
+    for (const pattern of [`${prefix}:*`, `bull:fh-deploy-epochs-${tag}:*`, `bull:fh-deploy-sweeps-${tag}:*`]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+        cursor = next;
+        if (keys.length > 0) await redis.del(...keys);
+      } while (cursor !== '0');
+    }
+    await redis.quit();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('--cpu --health-port P: /healthz and /readyz answer 200, SIGTERM exits 0 promptly', async () => {
+    const port = await freePort();
+    let output = '';
+    child = spawn(process.execPath, [join(ROOT, 'bin', 'foxhunt-worker.js'), '--cpu', '--health-port', String(port)], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        REDIS_URL: 'redis://127.0.0.1:6379',
+        FOXHUNT_PREFIX: prefix,
+        FOXHUNT_EPOCHS_QUEUE: `fh-deploy-epochs-${tag}`,
+        FOXHUNT_SWEEPS_QUEUE: `fh-deploy-sweeps-${tag}`,
+        FOXHUNT_DATA_ROOT: dir,
+        FOXHUNT_CACHE_DIR: join(dir, 'cache'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout?.on('data', (b: Buffer) => { output += b.toString(); });
+    child.stderr?.on('data', (b: Buffer) => { output += b.toString(); });
+    const running = child;
+    const base = `http://127.0.0.1:${port}`;
+
+    await waitFor('/healthz answers 200', async () => {
+      if (running.exitCode !== null) throw new Error(`worker exited with ${running.exitCode}:\n${output}`);
+      return (await status(`${base}/healthz`)) === 200;
+    }, 45_000, () => output);
+    await waitFor('/readyz answers 200', async () => (await status(`${base}/readyz`)) === 200, 15_000, () => output);
+    expect(await status(`${base}/healthz`)).toBe(200);
+    expect(await status(`${base}/readyz`)).toBe(200);
+    expect(await status(`${base}/nope`)).toBe(404);
+
+    const t0 = Date.now();
+    running.kill('SIGTERM');
+    const result = await Promise.race([
+      exited(running),
+      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 15_000)),
+    ]);
+    expect(result, `worker did not exit within 15 s of SIGTERM:\n${output}`).not.toBe('timeout');
+    expect(result, output).toEqual({ code: 0, signal: null });
+    expect(Date.now() - t0).toBeLessThan(15_000);
+    // the health server went down with it
+    expect(await status(`${base}/healthz`)).toBe(0);
+  }, 90_000);
+});
