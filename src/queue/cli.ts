@@ -12,6 +12,12 @@ import type { RunRecord } from '../redis/runs.js';
 import { formatEpochHeader, formatEpochRow } from '../trainer/scalars.js';
 import { cliRedis } from './connection.js';
 
+// `foxhunt show RUN | head` closes stdout early: that is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 export function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
 }

@@ -48,7 +48,8 @@ export function jobErrorFrom(err: z.ZodError, jobName: string): FoxhuntError {
   const lines = err.issues.flatMap(describeIssue);
   const first = lines[0] ?? 'data';
   const where = first.slice(0, first.indexOf(':'));
-  return new FoxhuntError('JOB_INVALID', `invalid ${jobName} job: ${lines.join('; ')}`.replace(`${where}: `, ''), { where });
+  const rest = [first.slice(where.length + 2), ...lines.slice(1)].join('; ');
+  return new FoxhuntError('JOB_INVALID', `${rest} (invalid ${jobName} job)`, { where });
 }
 
 /**
