@@ -4,7 +4,7 @@
  * Also: the canonical config hash and the GPU profile overlay (config/gpu/<profile>.toml).
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseToml } from 'smol-toml';
@@ -185,4 +185,12 @@ export function resolveGpuProfile(cfg: RunConfig, opts: { deviceName?: string; c
   }
   (merged['gpu'] as Table)['profile'] = name;
   return parseRunConfig(merged, file);
+}
+
+/** A run config argument: an existing TOML path, or a name under config/runs/ ("tiny"). */
+export function resolveRunConfigPath(nameOrPath: string, configDir: string = CONFIG_DIR): string {
+  if (existsSync(nameOrPath)) return resolve(nameOrPath);
+  const named = join(configDir, 'runs', nameOrPath.endsWith('.toml') ? nameOrPath : `${nameOrPath}.toml`);
+  if (existsSync(named)) return named;
+  throw new FoxhuntError('CONFIG_INVALID', `no such config file, nor config/runs/${nameOrPath}.toml`, { where: '--config' });
 }
