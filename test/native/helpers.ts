@@ -98,3 +98,17 @@ export function rng(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
+
+type Typed = Float32Array | Float64Array | Int32Array | Uint8Array | BigInt64Array;
+
+/** Bitwise equality of two typed arrays; on mismatch, names the first differing index. */
+export function firstMismatch(a: Typed, b: Typed): string | null {
+  if (a.constructor !== b.constructor || a.length !== b.length) return `shape ${a.constructor.name}(${a.length}) vs ${b.constructor.name}(${b.length})`;
+  const x = Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+  const y = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  if (x.equals(y)) return null;
+  for (let i = 0; i < a.length; i++) {
+    if (!Object.is(a[i], b[i])) return `index ${i}: ${String(a[i])} vs ${String(b[i])}`;
+  }
+  return 'bytes differ';
+}
