@@ -42,7 +42,7 @@ export function sharpe(x: ArrayLike<number>): number | null {
   for (let i = 0; i < n; i++) sum += x[i] as number;
   const mean = sum / n;
   let ss = 0;
-  for (let i = 0; i < n; i++) ss += ((x[i] as number) - mean) ** 2;
+  for (let i = 0; i < n; i++) ss += ((x[i] as number) - mean) * ((x[i] as number) - mean);
   const std = Math.sqrt(ss / (n - 1));
   if (!(std > 0)) return null;
   return (mean / std) * ANNUAL;
