@@ -1,0 +1,186 @@
+// Sweeps on the real fleet: `foxhunt sweep` + two `foxhunt-worker --cpu` processes training the
+// tiny config. A 12-trial sweep completes while one worker is SIGKILLed mid-sweep (no trial is
+// lost, no epoch is written twice), its prune decisions equal a reference ASHA over the metrics
+// the trials reported, and `foxhunt sweep-resume` finishes a sweep whose queued jobs were lost.
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { libraryExists } from '../../src/native/paths.js';
+import { bullConnection } from '../../src/queue/connection.js';
+import { Keys } from '../../src/redis/keys.js';
+import { RunStore } from '../../src/redis/runs.js';
+import { decisionLog } from '../../src/sweep/asha.js';
+import { SweepStore } from '../../src/sweep/store.js';
+import type { LeaderboardRow } from '../../src/sweep/store.js';
+import { referenceAsha } from './reference.js';
+import type { Report } from './reference.js';
+
+const run = promisify(execFile);
+const url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+const tag = randomBytes(4).toString('hex');
+const keys = new Keys(`fhtest-${tag}`);
+const artifacts = join('test-artifacts', 'sweep');
+const env: NodeJS.ProcessEnv = {
+  ...process.env,
+  REDIS_URL: url,
+  FOXHUNT_PREFIX: keys.prefix,
+  FOXHUNT_EPOCHS_QUEUE: `fhtest-epochs-${tag}`,
+  FOXHUNT_SWEEPS_QUEUE: `fhtest-sweeps-${tag}`,
+  FOXHUNT_CACHE_DIR: join('test-artifacts', 'sweep', 'fxcache'),
+  FOXHUNT_LOCK_MS: '3000',
+  FOXHUNT_STALLED_MS: '1500',
+  FOXHUNT_SWEEP_CHECK_MS: '2000',
+  FOXHUNT_LOG_LEVEL: 'info',
+};
+const workers: ChildProcess[] = [];
+let redis: Redis;
+const native = libraryExists('cpu');
+
+function startWorker(name: string): ChildProcess {
+  const log = openSync(join(artifacts, `${tag}-${name}.log`), 'a');
+  // its own process group, so a SIGKILL takes its trainer child with it
+  const p = spawn(process.execPath, ['bin/foxhunt-worker.js', '--cpu', '--health-port', '-1'], { env, detached: true, stdio: ['ignore', log, log] });
+  workers.push(p);
+  return p;
+}
+
+function kill(p: ChildProcess, signal: NodeJS.Signals): void {
+  if (p.pid !== undefined && p.exitCode === null) {
+    try { process.kill(-p.pid, signal); } catch { /* already gone */ }
+  }
+}
+
+async function foxhunt(...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, ['bin/foxhunt.js', ...args], { env });
+  return stdout;
+}
+
+async function waitFor(cond: () => Promise<boolean>, ms: number, what: string): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+}
+
+async function checkStreams(rows: LeaderboardRow[]): Promise<void> {
+  const runs = new RunStore(redis, keys);
+  for (const r of rows) {
+    const rec = await runs.require(r.runId);
+    const epochs = (await runs.epochs(r.runId)).map((e) => e.epoch);
+    // every committed epoch exactly once, in order, none missing
+    expect(epochs, r.runId).toEqual(Array.from({ length: rec.committedEpoch }, (_, i) => i + 1));
+  }
+}
+
+beforeAll(() => {
+  mkdirSync(artifacts, { recursive: true });
+  redis = new Redis(url);
+});
+
+afterAll(async () => {
+  for (const w of workers) kill(w, 'SIGKILL');
+  for (const name of [env['FOXHUNT_EPOCHS_QUEUE'], env['FOXHUNT_SWEEPS_QUEUE']]) {
+    const q = new Queue(name as string, { connection: bullConnection(url) });
+    await q.obliterate({ force: true }).catch(() => undefined);
+    await q.close();
+  }
+  let cursor = '0';
+  do {
+    const [next, found] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (found.length > 0) await redis.del(...found);
+  } while (cursor !== '0');
+  await redis.quit();
+});
+
+describe.skipIf(!native)('sweeps on foxhunt-worker processes (CPU backend, tiny config)', () => {
+  it('a 12-trial sweep survives a SIGKILLed worker, completes, and prunes exactly as reference ASHA', async () => {
+    const id = `fleet-${tag}`;
+    const dry = JSON.parse(await foxhunt('sweep', 'config/sweeps/example.toml', '--dry-run', '--json', '--id', id)) as { trials: unknown[] };
+    expect(dry.trials).toHaveLength(12);
+    const store = new SweepStore(redis, keys.prefix);
+    expect(await store.get(id)).toBeNull(); // a dry run enqueues nothing
+
+    const w1 = startWorker('w1');
+    startWorker('w2');
+    await foxhunt('sweep', 'config/sweeps/example.toml', '--id', id);
+    // kill w1 while it trains a trial (after a few epochs have landed)
+    await waitFor(async () => {
+      const hb = await redis.hgetall(keys.worker(`${(await redis.zrange(keys.workersIndex(), '0', '-1')).find((w) => w.endsWith(`:${w1.pid}`)) ?? 'none'}`));
+      const done = Object.values(await redis.hgetall(store.keys(id).epochs)).length;
+      return hb['state'] === 'busy' && done >= 3;
+    }, 60_000, 'w1 busy mid-sweep');
+    kill(w1, 'SIGKILL');
+    const killedAt = Date.now();
+
+    await waitFor(async () => (await store.get(id))?.status === 'completed', 150_000, 'the sweep to complete on the surviving worker');
+    const status = JSON.parse(await foxhunt('sweep-status', id, '--json')) as { sweep: { best: { runId: string; checkpoint: unknown } }; leaderboard: LeaderboardRow[] };
+    const board = status.leaderboard;
+    expect(board).toHaveLength(12);
+    // no trial lost or failed: every trial completed or was pruned
+    expect(board.map((r) => r.status).sort()).toEqual(board.map((r) => (r.status === 'pruned' ? 'pruned' : 'completed')).sort());
+    await checkStreams(board);
+    for (const r of board) expect(r.epochs).toBe(r.status === 'completed' ? 6 : r.epochs);
+
+    // prune decisions = reference ASHA over the metrics each trial reported at each rung
+    const runs = new RunStore(redis, keys);
+    const log = await decisionLog(redis, store.keys(id));
+    const reports: Report[] = [];
+    for (const d of log) {
+      const e = (await runs.epochs(d.run)).find((x) => x.epoch === d.rung);
+      reports.push({ run: d.run, rung: d.rung, metric: (e?.scalars['val/sharpe'] ?? null) as number | null });
+    }
+    const ref = referenceAsha(reports, 3, 'max');
+    for (const d of log) expect(d.decision, `${d.run}@${d.rung}`).toBe(ref.get(`${d.run}:${d.rung}`));
+    for (const r of board) {
+      const pruned = [...ref].some(([k, v]) => k.startsWith(`${r.runId}:`) && v === 'prune');
+      expect(r.status === 'pruned', r.runId).toBe(pruned);
+      if (pruned) expect([1, 3]).toContain(r.epochs);
+    }
+    // every trial reached rung 1 and was decided there
+    expect(log.filter((d) => d.rung === 1)).toHaveLength(12);
+    expect(board.filter((r) => r.status === 'pruned').length).toBeGreaterThanOrEqual(6);
+    expect(status.sweep.best.runId).toBe(board[0]?.runId);
+    expect(status.sweep.best.checkpoint).toEqual({ runId: board[0]?.runId, epoch: 6 });
+    process.stdout.write(`sweep ${id}: completed ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the SIGKILL\n`);
+  }, 240_000);
+
+  it('sweep-resume finishes a sweep whose queued jobs were lost', async () => {
+    for (const w of workers) kill(w, 'SIGKILL');
+    const id = `resume-${tag}`;
+    const store = new SweepStore(redis, keys.prefix);
+    await foxhunt('sweep', 'config/sweeps/example.toml', '--id', id);
+    const w = startWorker('w3');
+    await waitFor(async () => Object.values(await redis.hgetall(store.keys(id).epochs)).length >= 2, 60_000, 'two trials to start');
+    // interruption: the worker dies and both queues are wiped (jobs lost, no sweep check left)
+    kill(w, 'SIGKILL');
+    for (const name of [env['FOXHUNT_EPOCHS_QUEUE'], env['FOXHUNT_SWEEPS_QUEUE']]) {
+      const q = new Queue(name as string, { connection: bullConnection(url) });
+      await q.obliterate({ force: true });
+      await q.close();
+    }
+    expect((await store.get(id))?.status).toBe('running');
+    const report = JSON.parse(await foxhunt('sweep-resume', id, '--json')) as { reenqueued: string[]; started: string[] };
+    expect(report.reenqueued.length + report.started.length).toBeGreaterThan(0);
+    startWorker('w4');
+    await waitFor(async () => (await store.get(id))?.status === 'completed', 150_000, 'the resumed sweep to complete');
+    const board = await store.leaderboard(id, 'max');
+    expect(board).toHaveLength(12);
+    expect(board.every((r) => r.status === 'completed' || r.status === 'pruned')).toBe(true);
+    await checkStreams(board);
+  }, 240_000);
+});
+
+if (!native) {
+  it('sweeps on foxhunt-worker processes', () => {
+    process.stdout.write(`skipped: no CPU native library (${existsSync('native/build') ? 'native/build has none' : 'run npm run build:native'})\n`);
+  });
+}
