@@ -350,7 +350,8 @@ export class NativeTrainer {
   #market: FhMarket | null;
   readonly #config: FhConfig;
   #queue: Promise<unknown> = Promise.resolve();
-  #busy = false;
+  /** Calls accepted and not yet settled. */
+  #pending = 0;
   #closed = false;
   #lastEpoch = 0;
   #info: TrainerInfo | null = null;
@@ -469,8 +470,8 @@ export class NativeTrainer {
   }
 
   /**
-   * Frees the native trainer. Idempotent; a call in flight finishes first (its promise still
-   * resolves), calls queued behind it reject.
+   * Frees the native trainer. Idempotent. Calls made before close() still run to completion (the
+   * handle is destroyed once they have settled); calls made after it reject.
    */
   close(): void {
     if (this.#closed) return;
@@ -481,7 +482,7 @@ export class NativeTrainer {
       this.#market = null;
       if (handle !== null) this.#lib.fh_trainer_destroy(handle);
     };
-    if (!this.#busy) destroy();
+    if (this.#pending === 0) destroy();
     else void this.#queue.then(destroy, destroy);
   }
 
@@ -495,13 +496,17 @@ export class NativeTrainer {
   }
 
   #serial<T>(what: string, fn: (handle: TrainerHandle) => Promise<T>): Promise<T> {
+    if (this.#closed || this.#handle === null) {
+      return Promise.reject(new TrainerError('INTERNAL', FhStatus.ERR_INVALID_ARGUMENT, `${what}: the trainer is closed`));
+    }
+    this.#pending++;
     const run = async (): Promise<T> => {
-      const handle = this.#requireOpen(what);
-      this.#busy = true;
       try {
+        const handle = this.#handle;
+        if (handle === null) throw new TrainerError('INTERNAL', FhStatus.ERR_INVALID_ARGUMENT, `${what}: the trainer is closed`);
         return await fn(handle);
       } finally {
-        this.#busy = false;
+        this.#pending--;
         this.#pinned = null;
       }
     };

@@ -10,6 +10,7 @@ import { resolveGpuProfile } from '../config/load.js';
 import type { RunConfig } from '../config/schema.js';
 import type { PreparedMarket } from '../data/types.js';
 import { FoxhuntError } from '../errors.js';
+import { prepareMarket } from '../features/prepare.js';
 import { loadNative } from '../native/binding.js';
 import type { FhInfo } from '../native/binding.js';
 import { NativeTrainer, resolveBackend } from '../native/trainer.js';
@@ -58,14 +59,11 @@ export function resolveRun(cfg: RunConfig, opts: { backend?: BackendChoice; libD
   return { cfg: withProfile, backend };
 }
 
-export type PrepareMarketFn = (cfg: RunConfig, opts: { dataRoot: string; cacheDir: string; log: Logger }) => Promise<PreparedMarket> | PreparedMarket;
+export type PrepareMarketFn = typeof prepareMarket;
 
-/** src/features/prepare.ts, loaded on first use. */
+/** prepareMarket of src/features/prepare.ts (kept async for callers written before it landed). */
 export async function loadPrepareMarket(): Promise<PrepareMarketFn> {
-  const spec = '../features/prepare.js';
-  const mod = (await import(spec)) as { prepareMarket?: PrepareMarketFn };
-  if (typeof mod.prepareMarket !== 'function') throw new FoxhuntError('INTERNAL', 'src/features/prepare.ts does not export prepareMarket');
-  return mod.prepareMarket;
+  return prepareMarket;
 }
 
 export interface LocalTrainOptions {
@@ -108,7 +106,7 @@ export async function trainLocal(input: RunConfig, opts: LocalTrainOptions): Pro
   log.info({ config: cfg, backend }, 'run config');
 
   const env = opts.env ?? runEnvironment();
-  const market = opts.market ?? await (await loadPrepareMarket())(cfg, { dataRoot: env.dataRoot, cacheDir: env.cacheDir, log });
+  const market = opts.market ?? prepareMarket(cfg, { dataRoot: env.dataRoot, cacheDir: env.cacheDir, log });
   log.info({ bars: market.bars.close.length, features: market.nFeatures, split: market.split, cacheHit: market.cacheHit }, 'market ready');
 
   const createOpts: { backend: NativeBackend; libDir?: string } = { backend };

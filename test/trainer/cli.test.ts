@@ -15,7 +15,7 @@ afterAll(() => rmSync(cacheDir, { recursive: true, force: true }));
 describe('CLI', () => {
   it('foxhunt train --json prints one JSON row per epoch', async () => {
     const { stdout } = await run(process.execPath,
-      ['bin/foxhunt.js', 'train', '--config', 'config/runs/tiny.toml', '--epochs', '2', '--json'], { env, timeout: 120_000 });
+      ['bin/foxhunt.js', 'train', '--config', 'config/runs/tiny.toml', '--epochs', '2', '--json', '--set', 'gpu.threads=1'], { env, timeout: 120_000 });
     const lines = stdout.trim().split('\n');
     expect(lines).toHaveLength(2);
     const rows = lines.map((l) => JSON.parse(l) as Record<string, number | null>);
@@ -26,7 +26,7 @@ describe('CLI', () => {
 
   it('foxhunt train prints a table and rejects a bad --set with the field', async () => {
     const { stdout } = await run(process.execPath,
-      ['bin/foxhunt.js', 'train', '--config', 'config/runs/tiny.toml', '--epochs', '1', '--backend', 'cpu'], { env, timeout: 120_000 });
+      ['bin/foxhunt.js', 'train', '--config', 'config/runs/tiny.toml', '--epochs', '1', '--backend', 'cpu', '--set', 'gpu.threads=1'], { env, timeout: 120_000 });
     expect(stdout).toMatch(/epoch\s+loss/);
     expect(stdout.trim().split('\n').at(-1)?.trim()).toMatch(/^1\s/);
     const bad = run(process.execPath,
@@ -35,7 +35,7 @@ describe('CLI', () => {
   }, 150_000);
 
   it('npm run bench -- --config tiny --backend cpu --json ends with the result object', async () => {
-    const { stdout } = await run('npm', ['run', 'bench', '--', '--config', 'tiny', '--backend', 'cpu', '--json', '--epochs', '2', '--warmup', '1'],
+    const { stdout } = await run('npm', ['run', 'bench', '--', '--config', 'tiny', '--backend', 'cpu', '--json', '--epochs', '2', '--warmup', '1', '--set', 'gpu.threads=1'],
       { env, timeout: 120_000 });
     const last = stdout.trim().split('\n').at(-1) ?? '';
     const r = JSON.parse(last) as Record<string, unknown>;
