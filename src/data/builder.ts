@@ -96,7 +96,7 @@ export function splitFields(line: string, delim: string): string[] {
 
 /** Lines of a text file with their 1-based numbers, blank lines skipped. */
 export function* numberedLines(text: string): Generator<[number, string]> {
-  const lines = text.split(/\r?\n/);
+  const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const l = lines[i] as string;
     if (l.trim() !== '') yield [i + 1, l];

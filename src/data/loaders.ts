@@ -105,6 +105,9 @@ export function parseDatabentoCsv(text: string, file: string, opts: LoadOptions)
       if (symbol === undefined) symbol = s;
       else if (s !== symbol) b.fail(line, `a second instrument ${JSON.stringify(s)} after ${JSON.stringify(symbol)}: one instrument per file (split per contract and stitch with data.paths)`);
     }
+    if (col('rtype') >= 0 && f[col('rtype')] !== '33') {
+      b.fail(line, `rtype ${JSON.stringify(f[col('rtype')])} is not ohlcv-1m (33)`);
+    }
     const tsText = f[col('ts_event')] ?? '';
     const ts = /^\d+$/.test(tsText) ? BigInt(tsText) : parseTimestamp(tsText);
     if (ts === undefined) b.fail(line, `unreadable ts_event ${JSON.stringify(tsText)}`);

@@ -14,6 +14,7 @@
  * Baselines: flat (target 0) and buy-and-hold (target +max_contracts every step), same code.
  */
 import type { Split } from '../data/types.js';
+import { FoxhuntError } from '../errors.js';
 import { computeMetrics } from './metrics.js';
 import type { Metrics } from './metrics.js';
 import {
@@ -86,7 +87,9 @@ export function evaluatePolicy(
   opts: { segments: number; initialCapital: number },
 ): EvalResult {
   const { valBegin, valEnd } = split;
-  if (valBegin < p.window - 1) throw new RangeError(`valBegin ${valBegin} leaves no room for a window of ${p.window}`);
+  if (valBegin < p.window - 1) {
+    throw new FoxhuntError('CONFIG_INVALID', `validation starts at bar ${valBegin}, before a full window of ${p.window} bars`, { where: 'env.window' });
+  }
   const segs = evalSegments(m.sessionStart, valBegin, valEnd, opts.segments);
   const n = segs.length;
   const dim = obsDim(p, m.nFeatures);

@@ -49,6 +49,12 @@ describe('generic CSV', () => {
     expect(b.ts[1]! - b.ts[0]!).toBe(NS_PER_MINUTE);
   });
 
+  it('reads a UTF-8 BOM and CRLF line ends', () => {
+    const b = load('generic_bom_crlf.csv', 'csv');
+    expect(b.close.length).toBe(1);
+    expect(iso(b.ts[0])).toBe('2024-03-04T14:30:00.000Z');
+  });
+
   it('names the line of a bar whose high is below its close', () => {
     expectDataError(() => load('generic_bad_high.csv', 'csv'), `${join(DATA, 'generic_bad_high.csv')}:4`, /high 5101 is below max/);
   });
@@ -78,6 +84,9 @@ describe('Databento ohlcv-1m', () => {
   });
   it('names the line of a low above the open', () => {
     expectDataError(() => load('databento_bad_low.csv', 'databento'), `${join(DATA, 'databento_bad_low.csv')}:3`, /low 5101 is above min/);
+  });
+  it('rejects bars of another schema', () => {
+    expectDataError(() => load('databento_1h.csv', 'databento'), `${join(DATA, 'databento_1h.csv')}:2`, /rtype "34" is not ohlcv-1m/);
   });
 });
 
