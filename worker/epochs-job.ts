@@ -128,6 +128,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
           log.info({ epoch, status: now.status }, 'run ended while training; stopping');
           return { outcome: now.status === 'pruned' ? 'pruned' : 'cancelled', runId: data.runId, epochs: now.committedEpoch };
         }
+        log.warn({ epoch, reason: commit.reason, committedEpoch: commit.committedEpoch }, 'commit refused by the fence');
         throw new FoxhuntError('LOST_LOCK', `epoch ${epoch} not committed (${commit.reason}; committed epoch is ${commit.committedEpoch}): another worker owns this job now`);
       }
       ctx.setCurrent({ jobId, runId: data.runId, epoch });

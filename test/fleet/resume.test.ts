@@ -1,0 +1,110 @@
+/**
+ * Crash, stop and stall: a run survives losing its worker with every epoch committed exactly once
+ * and scalars equal to an uninterrupted run.
+ *   - SIGKILL the worker after epoch 2 of 6 commits; another worker resumes from the checkpoint.
+ *   - SIGTERM mid-run: the epoch in flight commits, the job is released to wait, exit code 0.
+ *   - A stalled worker (SIGSTOP past its lock) comes back after another took the job: its late
+ *     commit is refused by the fence.
+ */
+import { Job } from 'bullmq';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { enqueueEpochs } from '../../src/queue/queues.js';
+import { RunStore } from '../../src/redis/runs.js';
+import type { Scalars } from '../../src/trainer/scalars.js';
+import { deterministic, fleetEnv, referenceScalars, startWorker, tinyConfig, waitUntil } from './helpers.js';
+import type { FleetEnv } from './helpers.js';
+
+const EPOCHS = 6;
+let reference: Scalars[] = [];
+let refEnv: FleetEnv;
+let env: FleetEnv;
+
+beforeAll(async () => {
+  refEnv = fleetEnv();
+  reference = await referenceScalars(tinyConfig(), EPOCHS, refEnv.cacheDir, refEnv.dataRoot);
+});
+afterAll(async () => refEnv.cleanup());
+afterEach(async () => env.cleanup());
+
+async function committed(e: FleetEnv, runId: string, atLeast: number): Promise<number> {
+  const runs = new RunStore(e.redis, e.keys);
+  return waitUntil(`epoch ${atLeast} of ${runId}`, async () => {
+    const r = await runs.require(runId);
+    return r.committedEpoch >= atLeast ? r.committedEpoch : null;
+  }, 90_000, 10);
+}
+
+async function completed(e: FleetEnv, runId: string) {
+  const runs = new RunStore(e.redis, e.keys);
+  return waitUntil(`run ${runId} to complete`, async () => {
+    const r = await runs.require(runId);
+    return r.status === 'completed' ? r : null;
+  }, 120_000);
+}
+
+async function expectExactlyOnce(e: FleetEnv, runId: string): Promise<{ epoch: number; worker: string }[]> {
+  const entries = await new RunStore(e.redis, e.keys).epochs(runId);
+  expect(entries.map((x) => x.epoch)).toEqual([1, 2, 3, 4, 5, 6]);
+  expect(entries.map((x) => deterministic(x.scalars))).toEqual(reference);
+  return entries.map((x) => ({ epoch: x.epoch, worker: x.worker }));
+}
+
+describe('resume after losing a worker', () => {
+  it('SIGKILL after epoch 2 of 6: another worker resumes from the checkpoint, each epoch once, same scalars', async () => {
+    env = fleetEnv();
+    const a = startWorker(env);
+    await enqueueEpochs(env.queue, env.redis, env.keys, { runId: 'kill', epochs: EPOCHS, config: tinyConfig() });
+    const at = await committed(env, 'kill', 2);
+    a.kill('SIGKILL');
+    expect((await a.exited).signal).toBe('SIGKILL');
+    const b = startWorker(env);
+    const run = await completed(env, 'kill');
+    expect(run.committedEpoch).toBe(EPOCHS);
+    const entries = await expectExactlyOnce(env, 'kill');
+    const bId = entries[entries.length - 1]?.worker ?? '';
+    expect(bId).toContain(`:${b.proc.pid}`);
+    expect(entries.filter((x) => x.epoch > at + 1).every((x) => x.worker === bId)).toBe(true);
+  });
+
+  it('SIGTERM mid-run: the epoch in flight commits, the job is released, exit 0; another worker finishes', async () => {
+    env = fleetEnv();
+    const a = startWorker(env);
+    const res = await enqueueEpochs(env.queue, env.redis, env.keys, { runId: 'term', epochs: EPOCHS, config: tinyConfig() });
+    const at = await committed(env, 'term', 2);
+    a.kill('SIGTERM');
+    expect((await a.exited).code).toBe(0);
+    expect(a.log.some((l) => /releasing the job/.test(l))).toBe(true);
+    const run = await new RunStore(env.redis, env.keys).require('term');
+    expect(run.committedEpoch).toBeGreaterThanOrEqual(at);
+    expect(run.committedEpoch).toBeLessThanOrEqual(at + 1);
+    expect(run.committedEpoch).toBeLessThan(EPOCHS);
+    expect(run.status).toBe('queued');
+    const job = await Job.fromId(env.queue, res.jobId);
+    expect(await job?.getState()).toBe('waiting');
+    const released = run.committedEpoch;
+
+    startWorker(env);
+    await completed(env, 'term');
+    const entries = await expectExactlyOnce(env, 'term');
+    expect(new Set(entries.filter((x) => x.epoch <= released).map((x) => x.worker)).size).toBe(1);
+    expect(entries[EPOCHS - 1]?.worker).not.toBe(entries[0]?.worker);
+  });
+
+  it('a stalled worker that wakes after another took its job cannot commit (fenced); each epoch once', async () => {
+    env = fleetEnv();
+    const a = startWorker(env);
+    await enqueueEpochs(env.queue, env.redis, env.keys, { runId: 'stall', epochs: EPOCHS, config: tinyConfig() });
+    await committed(env, 'stall', 2);
+    a.kill('SIGSTOP');
+    const b = startWorker(env);
+    try {
+      await b.waitFor(/"msg":"training"/, 60_000);
+      await committed(env, 'stall', 4);
+    } finally {
+      a.kill('SIGCONT');
+    }
+    await a.waitFor(/"reason":"lost_lock".*commit refused by the fence/, 30_000);
+    await completed(env, 'stall');
+    await expectExactlyOnce(env, 'stall');
+  });
+});
