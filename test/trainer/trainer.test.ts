@@ -117,6 +117,20 @@ describe('NativeTrainer', () => {
     expect(err.message.length).toBeGreaterThan('cannot create trainer: '.length);
   });
 
+  it('gives DIVERGED naming the epoch when the loss stops being finite', async () => {
+    // rewards of pnl / 1e-300 overflow float32: the first train step sees an infinite target
+    const c = tinyConfig(['env.reward_scale=1e-300']);
+    const t = await NativeTrainer.create(c, market, { backend: 'cpu' });
+    try {
+      const err = await rejection(t.runEpoch());
+      expect(err.code).toBe('DIVERGED');
+      expect(err.retryable).toBe(false);
+      expect(err.message).toMatch(/epoch 1\b/);
+    } finally {
+      t.close();
+    }
+  });
+
   it('close() is idempotent: accepted calls finish, later calls reject, the handle is freed after', async () => {
     const t = await NativeTrainer.create(cfg, market, { backend: 'cpu' });
     const first = t.runEpoch();
