@@ -5,6 +5,7 @@
 #include "replay.h"
 #include "eval.h"
 #include "per.cuh"
+#include "replay.cuh"
 
 #include <math.h>
 #include <stdlib.h>
@@ -218,6 +219,41 @@ int main() {
     bool up_ok = true; for (int i = 0; i < 64; ++i) { if (ref[i] >= 0 && !same_bits(ref[i], lf[i])) up_ok = false; if (ref[i] >= 0) leaf[i] = ref[i]; }
     CK(cudaMemcpy(&gt, rp.tree.total, 8, cudaMemcpyDeviceToHost)); ht = 0; for (float x : leaf) ht += x;
     check(up_ok && fabs((double)(gt - ht)) <= 1e-12 * (double)ht, "priority update: duplicates keep the max, total re-summed exactly");
+    /* n-step assembly + observation gather vs the host (fh_replay_nstep, fh_obs_from) on random rows */
+    {
+      const int64_t cap = rp.capacity;
+      std::vector<int32_t> hb(cap); std::vector<uint8_t> ha(3 * cap), hd(cap); std::vector<float> hr(cap), hacc(8 * cap);
+      for (int64_t i = 0; i < cap; ++i) {
+        hb[i] = (int32_t)(63 + xr() % (uint64_t)(hm.m.n_bars - 64)); hd[i] = (xr() % 20) == 0; hr[i] = (float)(ur() - 0.5);
+        for (int k = 0; k < 3; ++k) ha[3 * i + k] = (uint8_t)(xr() % 3);
+        for (int k = 0; k < 8; ++k) hacc[8 * i + k] = (float)ur();
+      }
+      CK(cudaMemcpy(rp.v.bar, hb.data(), 4 * cap, cudaMemcpyHostToDevice)); CK(cudaMemcpy(rp.v.act, ha.data(), 3 * cap, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(rp.v.done, hd.data(), cap, cudaMemcpyHostToDevice)); CK(cudaMemcpy(rp.v.reward, hr.data(), 4 * cap, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(rp.v.account, hacc.data(), 32 * cap, cudaMemcpyHostToDevice));
+      int64_t st = 5; CK(cudaMemcpy(dstep, &st, 8, cudaMemcpyHostToDevice));
+      FK(fh_launch_per_sample(rp.tree, b, B, 99, dstep, 0.4f, 1.0f, 1000, s));
+      float* o32; CK(cudaMalloc(&o32, (size_t)B * D * 4 * 2));
+      FK(fh_launch_replay_gather(rp, dm, 64, b, B, FH_F32, o32, o32 + (size_t)B * D, D, s));
+      CK(cudaStreamSynchronize(s));
+      std::vector<float> go((size_t)B * D * 2), gret(B), gdisc(B); std::vector<int32_t> gact(3 * B), gsl(B);
+      CK(cudaMemcpy(go.data(), o32, go.size() * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(gret.data(), b.ret, 4 * B, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(gdisc.data(), b.disc, 4 * B, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(gact.data(), b.act, 12 * B, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(gsl.data(), b.slot, 4 * B, cudaMemcpyDeviceToHost));
+      fh_replay_view hvw; hvw.bar = hb.data(); hvw.act = ha.data(); hvw.done = hd.data(); hvw.reward = hr.data(); hvw.account = hacc.data(); hvw.rows = rp.rows; hvw.n_envs = rp.n_envs;
+      bool g_ok = true; std::vector<float> ob(D);
+      for (int j = 0; j < B; ++j) {
+        float r, d; int64_t nx; fh_replay_nstep(hvw, gsl[j], cfg.n_step, cfg.gamma, &r, &d, &nx);
+        if (!same_bits(r, gret[j]) || !same_bits(d, gdisc[j])) g_ok = false;
+        for (int k = 0; k < 3; ++k) if (gact[3 * j + k] != ha[3 * (int64_t)gsl[j] + k]) g_ok = false;
+        fh_obs_from(hv, 64, hb[gsl[j]], &hacc[8 * (int64_t)gsl[j]], ob.data());
+        if (memcmp(ob.data(), &go[(size_t)j * D], 4 * D)) g_ok = false;
+        fh_obs_from(hv, 64, hb[nx], &hacc[8 * nx], ob.data());
+        if (memcmp(ob.data(), &go[(size_t)(B + j) * D], 4 * D)) g_ok = false;
+      }
+      check(g_ok, "n-step returns, discounts, actions, obs and next obs identical to the host (fh_replay_nstep, fh_obs_from)");
+      CK(cudaFree(o32));
+    }
     /* timings */
     std::vector<float> tr, ts, tg, tu;
     float* obs16; CK(cudaMalloc(&obs16, (size_t)B * D * 2 * 2));
