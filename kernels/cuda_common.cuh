@@ -8,7 +8,8 @@
  *   FH_LAUNCH_CHECK()      the same for cudaGetLastError() right after a kernel launch
  *   fh_bf16                the bf16 type used for GEMM operands
  *
- * Device code only includes the parts it needs; nothing here allocates.
+ * The device helpers are compiled only under nvcc, so host .cpp files (gemm_cublaslt.cpp) can include
+ * this header too. Nothing here allocates.
  */
 #ifndef FH_CUDA_COMMON_CUH
 #define FH_CUDA_COMMON_CUH
@@ -65,7 +66,8 @@ static inline fh_status fh_cuda_status(cudaError_t e) {
     if (fh_s_ != FH_OK) return fh_s_;       \
   } while (0)
 
-/* Value conversion helpers usable in templates over float / bf16. */
+#if defined(__CUDACC__)
+/* Value conversion helpers usable in templates over float / bf16 (device code only). */
 template <typename T> __device__ __forceinline__ float fh_to_f32(T v);
 template <> __device__ __forceinline__ float fh_to_f32<float>(float v) { return v; }
 template <> __device__ __forceinline__ float fh_to_f32<fh_bf16>(fh_bf16 v) { return __bfloat162float(v); }
@@ -86,5 +88,7 @@ __device__ __forceinline__ double fh_warp_sum_d(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+
+#endif /* __CUDACC__ */
 
 #endif /* FH_CUDA_COMMON_CUH */

@@ -1,0 +1,450 @@
+/*
+ * native_check.cpp — GPU checks of libfoxhunt_cuda.so that need no Node: built and run by
+ * bench/gpu/net.sh on the GPU host (also the program compute-sanitizer runs).
+ *
+ *   native_check compare <build>   forward/backward vs the CPU backend on identical params:
+ *                                  fp32 (deterministic) tight, bf16 within bf16 tolerance, C51 and Huber
+ *   native_check graphs <build>    graph on == graph off (stats and params bit for bit), 1 host sync/epoch,
+ *                                  checkpoint CUDA -> CPU -> CUDA round trip
+ *   native_check small <build>     a small config end to end (for compute-sanitizer memcheck/racecheck)
+ *   native_check bench <build> [epochs]   the reference config: per-phase ms, throughput, syncs
+ *
+ * Both libraries are dlopen'ed RTLD_LOCAL (same symbol names). Prints PASS/FAIL lines; exit code =
+ * number of failures. Inputs are fresh random draws every run (seeded by time unless FH_SEED is set).
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "foxhunt.h"
+
+struct Lib {
+  void* h = nullptr;
+  fh_status (*default_config)(fh_config*);
+  fh_status (*create)(const fh_config*, const fh_market*, fh_trainer**, char*, size_t);
+  void (*destroy)(fh_trainer*);
+  const char* (*last_error)(const fh_trainer*);
+  fh_status (*info)(fh_trainer*, fh_info*);
+  fh_status (*run_epoch)(fh_trainer*, fh_epoch_stats*);
+  fh_status (*get_params)(fh_trainer*, int32_t, float*, int64_t);
+  fh_status (*set_params)(fh_trainer*, int32_t, const float*, int64_t);
+  fh_status (*loss_grad)(fh_trainer*, int32_t, const float*, const int32_t*, const float*, const float*,
+                         const float*, const float*, double*, float*, float*);
+  fh_status (*q_values)(fh_trainer*, int32_t, const float*, float*);
+  fh_status (*ckpt_size)(fh_trainer*, uint64_t*);
+  fh_status (*save)(fh_trainer*, uint8_t*, uint64_t, uint64_t*);
+  fh_status (*load)(fh_trainer*, const uint8_t*, uint64_t);
+};
+
+template <typename F>
+static void sym(void* h, const char* name, F& f) {
+  f = reinterpret_cast<F>(dlsym(h, name));
+  if (!f) {
+    fprintf(stderr, "missing symbol %s\n", name);
+    exit(100);
+  }
+}
+
+static bool load_lib(const std::string& path, Lib& L) {
+  L.h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!L.h) {
+    fprintf(stderr, "dlopen %s: %s\n", path.c_str(), dlerror());
+    return false;
+  }
+  sym(L.h, "fh_default_config", L.default_config);
+  sym(L.h, "fh_trainer_create", L.create);
+  sym(L.h, "fh_trainer_destroy", L.destroy);
+  sym(L.h, "fh_trainer_last_error", L.last_error);
+  sym(L.h, "fh_trainer_info", L.info);
+  sym(L.h, "fh_trainer_run_epoch", L.run_epoch);
+  sym(L.h, "fh_trainer_get_params", L.get_params);
+  sym(L.h, "fh_trainer_set_params", L.set_params);
+  sym(L.h, "fh_trainer_loss_grad", L.loss_grad);
+  sym(L.h, "fh_trainer_q_values", L.q_values);
+  sym(L.h, "fh_trainer_checkpoint_size", L.ckpt_size);
+  sym(L.h, "fh_trainer_save_checkpoint", L.save);
+  sym(L.h, "fh_trainer_load_checkpoint", L.load);
+  return true;
+}
+
+static int g_fail = 0;
+static void check(bool ok, const char* what, const char* fmt = "", double a = 0, double b = 0) {
+  printf("%s  %s", ok ? "PASS" : "FAIL", what);
+  if (fmt[0]) {
+    printf("  ");
+    printf(fmt, a, b);
+  }
+  printf("\n");
+  fflush(stdout);
+  if (!ok) ++g_fail;
+}
+
+/* ---------------------------------------------------------------- synthetic market */
+
+struct Market {
+  std::vector<float> features;
+  std::vector<double> open, high, low, close, atr;
+  std::vector<uint8_t> session;
+  fh_market m{};
+};
+
+static void make_market(Market& M, int64_t n, int32_t F, int32_t window, uint64_t seed, int64_t bars_per_day = 1380) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  const double tick = 0.25;
+  M.features.resize((size_t)(n * F));
+  M.open.resize(n);
+  M.high.resize(n);
+  M.low.resize(n);
+  M.close.resize(n);
+  M.atr.resize(n);
+  M.session.resize(n);
+  double prev = 4500.0, atr_sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double o = prev;
+    const double c = o + tick * std::round(nd(rng) * 4.0);
+    const double h = std::max(o, c) + tick * std::floor(std::fabs(nd(rng)) * 2.0);
+    const double l = std::min(o, c) - tick * std::floor(std::fabs(nd(rng)) * 2.0);
+    M.open[i] = o;
+    M.close[i] = c;
+    M.high[i] = h;
+    M.low[i] = l;
+    const double tr = std::max(h - l, tick);
+    atr_sum += tr;
+    M.atr[i] = i < 14 ? atr_sum / (double)(i + 1) : (M.atr[i - 1] * 13.0 + tr) / 14.0;
+    M.session[i] = (i % bars_per_day) == 0;
+    const double ret = (c - o) / tick / 4.0;
+    for (int32_t f = 0; f < F; ++f)
+      M.features[(size_t)(i * F + f)] = (float)(f == 0 ? ret : 0.5 * nd(rng) + (f % 3 == 1 ? 0.3 * ret : 0.0));
+    prev = c;
+  }
+  M.m.n_bars = n;
+  M.m.n_features = F;
+  M.m.features = M.features.data();
+  M.m.open = M.open.data();
+  M.m.high = M.high.data();
+  M.m.low = M.low.data();
+  M.m.close = M.close.data();
+  M.m.atr = M.atr.data();
+  M.m.session_start = M.session.data();
+  const int64_t train_end = (int64_t)(n * 0.8);
+  M.m.train_begin = 0;
+  M.m.train_end = train_end;
+  M.m.val_begin = std::min(n - 1, train_end + bars_per_day / 4);
+  if (M.m.val_begin < window) M.m.val_begin = window;
+  M.m.val_end = n;
+}
+
+static fh_config small_config(Lib& L, int backend, int det, int graphs, int atoms) {
+  fh_config c;
+  L.default_config(&c);
+  c.backend = backend;
+  c.deterministic = det;
+  c.use_graphs = graphs;
+  c.seed = 7;
+  c.n_envs = 64;
+  c.episode_len = 20;
+  c.window = 8;
+  c.hidden1 = 64;
+  c.hidden2 = 32;
+  c.head_hidden = 16;
+  c.atoms = atoms;
+  c.batch_size = 128;
+  c.batch_cap = 128;
+  c.train_steps = 6;
+  c.replay_capacity = 64 * 64;
+  c.per_beta_steps = 100;
+  c.target_update_every = 4;
+  c.eps_decay_steps = 2000;
+  c.qstats_every = 2;
+  c.eval_segments = 4;
+  c.threads = 2;
+  return c;
+}
+
+static fh_trainer* make(Lib& L, const fh_config& c, const Market& M, const char* what) {
+  char err[512] = {0};
+  fh_trainer* t = nullptr;
+  fh_status s = L.create(&c, &M.m, &t, err, sizeof err);
+  if (s != FH_OK) {
+    printf("FAIL  create %s: status %d: %s\n", what, (int)s, err);
+    ++g_fail;
+    return nullptr;
+  }
+  return t;
+}
+
+static double rel_l2(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    const double d = (double)a[i] - (double)b[i];
+    num += d * d;
+    den += (double)b[i] * b[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ---------------------------------------------------------------- compare */
+
+static void compare_one(Lib& cpu, Lib& gpu, const Market& M, int det, int atoms, uint64_t seed) {
+  fh_config cfg_c = small_config(cpu, 0, 0, 0, atoms);
+  fh_config cfg_g = small_config(gpu, 1, det, 0, atoms);
+  fh_trainer* t_cpu = make(cpu, cfg_c, M, "cpu");
+  fh_trainer* t_gpu = make(gpu, cfg_g, M, "cuda");
+  if (!t_cpu || !t_gpu) return;
+  fh_info ic, ig;
+  cpu.info(t_cpu, &ic);
+  gpu.info(t_gpu, &ig);
+  char name[160];
+  snprintf(name, sizeof name, "[%s atoms=%d] n_params and obs_dim agree", det ? "fp32" : "bf16", atoms);
+  check(ic.n_params == ig.n_params && ic.obs_dim == ig.obs_dim, name, "%g vs %g", (double)ic.n_params,
+        (double)ig.n_params);
+  const int64_t P = ic.n_params;
+  const int32_t D = ic.obs_dim;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> on((size_t)P), tgt((size_t)P);
+  cpu.get_params(t_cpu, 0, on.data(), P);
+  for (int64_t i = 0; i < P; ++i) tgt[(size_t)i] = on[(size_t)i] == 0.0f ? 0.0f : on[(size_t)i] * (1.0f + 0.2f * nd(rng));
+  for (auto* lib : {&cpu, &gpu}) {
+    fh_trainer* t = lib == &cpu ? t_cpu : t_gpu;
+    lib->set_params(t, 0, on.data(), P);
+    lib->set_params(t, 1, tgt.data(), P);
+  }
+  /* the layout pads rows of the head outputs: keep them zero (both sides get the same params anyway) */
+  const int32_t B = 128;
+  std::vector<float> obs((size_t)B * D), nobs((size_t)B * D), ret(B), disc(B), w(B);
+  std::vector<int32_t> act((size_t)B * 3);
+  for (auto& x : obs) x = nd(rng);
+  for (auto& x : nobs) x = nd(rng);
+  std::uniform_int_distribution<int> u3(0, 2), u4(0, 3);
+  for (int i = 0; i < B; ++i) {
+    act[(size_t)i * 3] = u3(rng);
+    act[(size_t)i * 3 + 1] = u4(rng);
+    act[(size_t)i * 3 + 2] = u3(rng);
+    ret[i] = 2.0f * nd(rng);
+    disc[i] = (i % 7 == 0) ? 0.0f : 0.970299f;
+    w[i] = 0.5f + 0.5f * std::fabs(nd(rng)) / 3.0f;
+  }
+  const int NQ = 10;
+  std::vector<float> qc((size_t)B * NQ), qg((size_t)B * NQ, NAN);
+  fh_status s1 = cpu.q_values(t_cpu, B, obs.data(), qc.data());
+  fh_status s2 = gpu.q_values(t_gpu, B, obs.data(), qg.data());
+  const double tol_q = det ? 1e-4 : 2e-2, tol_g = det ? 1e-3 : 5e-2;
+  double eq = rel_l2(qg.data(), qc.data(), qc.size());
+  snprintf(name, sizeof name, "[%s atoms=%d] q_values vs CPU (rel L2, tol)", det ? "fp32" : "bf16", atoms);
+  check(s1 == FH_OK && s2 == FH_OK && eq < tol_q, name, "%.3g  tol %.1g", eq, tol_q);
+  double lc = 0, lg = NAN;
+  std::vector<float> grad_c((size_t)P), gg((size_t)P, NAN), tdc(B), tdg(B, NAN);
+  s1 = cpu.loss_grad(t_cpu, B, obs.data(), act.data(), ret.data(), disc.data(), nobs.data(), w.data(), &lc, grad_c.data(),
+                     tdc.data());
+  s2 = gpu.loss_grad(t_gpu, B, obs.data(), act.data(), ret.data(), disc.data(), nobs.data(), w.data(), &lg, gg.data(),
+                     tdg.data());
+  if (s2 != FH_OK) printf("      cuda loss_grad: %s\n", gpu.last_error(t_gpu));
+  const double el = std::fabs(lg - lc) / std::max(1e-12, std::fabs(lc));
+  snprintf(name, sizeof name, "[%s atoms=%d] loss vs CPU (rel)", det ? "fp32" : "bf16", atoms);
+  check(s1 == FH_OK && s2 == FH_OK && el < tol_q, name, "%.3g  (cpu %.6g)", el, lc);
+  const double eg = rel_l2(gg.data(), grad_c.data(), grad_c.size());
+  snprintf(name, sizeof name, "[%s atoms=%d] gradient vs CPU (rel L2)", det ? "fp32" : "bf16", atoms);
+  check(eg < tol_g, name, "%.3g  tol %.1g", eg, tol_g);
+  const double et = rel_l2(tdg.data(), tdc.data(), tdc.size());
+  snprintf(name, sizeof name, "[%s atoms=%d] priority signal vs CPU (rel L2)", det ? "fp32" : "bf16", atoms);
+  check(et < tol_g, name, "%.3g", et);
+  cpu.destroy(t_cpu);
+  gpu.destroy(t_gpu);
+}
+
+/* ---------------------------------------------------------------- graphs, syncs, checkpoints */
+
+static bool stats_equal(const fh_epoch_stats& a, const fh_epoch_stats& b) {
+  const double xs[] = {a.loss_mean, a.loss_last, a.grad_norm_mean, a.grad_norm_max, a.q_avg_max, a.q_min, a.q_max,
+                       a.q_mean, a.q_var, a.epsilon, a.val.total_pnl, a.val.trades, a.val.turnover};
+  const double ys[] = {b.loss_mean, b.loss_last, b.grad_norm_mean, b.grad_norm_max, b.q_avg_max, b.q_min, b.q_max,
+                       b.q_mean, b.q_var, b.epsilon, b.val.total_pnl, b.val.trades, b.val.turnover};
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; ++i)
+    if (!(xs[i] == ys[i] || (std::isnan(xs[i]) && std::isnan(ys[i])))) return false;
+  return true;
+}
+
+static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
+  fh_config c1 = small_config(gpu, 1, 0, 1, 51), c0 = small_config(gpu, 1, 0, 0, 51);
+  fh_trainer* a = make(gpu, c1, M, "cuda graphs on");
+  fh_trainer* b = make(gpu, c0, M, "cuda graphs off");
+  if (!a || !b) return;
+  bool same = true, syncs = true, finite = true;
+  fh_epoch_stats sa{}, sb{};
+  for (int e = 0; e < 4; ++e) {
+    fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb);
+    if (s1 != FH_OK || s2 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok");
+      ++g_fail;
+      return;
+    }
+    same = same && stats_equal(sa, sb);
+    syncs = syncs && sa.host_syncs == 1.0 && sb.host_syncs == 1.0;
+    finite = finite && std::isfinite(sa.loss_mean) && std::isfinite(sa.grad_norm_max);
+    printf("      epoch %d: loss %.5f/%.5f gnorm %.4f/%.4f q_mean %.4f/%.4f val pnl %.1f/%.1f syncs %g/%g\n", e + 1,
+           sa.loss_mean, sb.loss_mean, sa.grad_norm_mean, sb.grad_norm_mean, sa.q_mean, sb.q_mean, sa.val.total_pnl,
+           sb.val.total_pnl, sa.host_syncs, sb.host_syncs);
+  }
+  check(finite, "training produces finite loss and grad norm");
+  check(same, "graph on == graph off: epoch stats identical over 4 epochs");
+  check(syncs, "host syncs per epoch == 1 (graphs on and off)");
+  fh_info info;
+  gpu.info(a, &info);
+  std::vector<float> pa((size_t)info.n_params), pb((size_t)info.n_params);
+  gpu.get_params(a, 0, pa.data(), info.n_params);
+  gpu.get_params(b, 0, pb.data(), info.n_params);
+  check(memcmp(pa.data(), pb.data(), pa.size() * 4) == 0, "graph on == graph off: online params bit for bit");
+  /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
+  uint64_t n = 0, wr = 0;
+  gpu.ckpt_size(a, &n);
+  std::vector<uint8_t> buf(n);
+  fh_status s = gpu.save(a, buf.data(), n, &wr);
+  check(s == FH_OK && wr == n, "checkpoint save", "%g bytes", (double)n);
+  fh_trainer* r = make(gpu, c1, M, "cuda resume");
+  if (r) {
+    s = gpu.load(r, buf.data(), wr);
+    if (s != FH_OK) printf("      load: %s\n", gpu.last_error(r));
+    fh_epoch_stats x{}, y{};
+    gpu.run_epoch(a, &x);
+    gpu.run_epoch(r, &y);
+    check(s == FH_OK && stats_equal(x, y) && x.epoch == y.epoch, "checkpoint resume continues bit for bit",
+          "loss %.6f vs %.6f", x.loss_mean, y.loss_mean);
+    buf[buf.size() - 5] ^= 1;  /* a payload byte: the sha256 must catch it */
+    s = gpu.load(r, buf.data(), wr);
+    check(s == FH_ERR_CHECKPOINT, "corrupt checkpoint rejected", "status %g", (double)s);
+    gpu.destroy(r);
+  }
+  if (cpu) {
+    /* portability: a CUDA checkpoint loads into the CPU backend with the same config */
+    fh_config cc = small_config(*cpu, 0, 0, 0, 51);
+    fh_trainer* tc = make(*cpu, cc, M, "cpu for checkpoint");
+    uint64_t n2 = 0;
+    gpu.ckpt_size(a, &n2);
+    std::vector<uint8_t> b2(n2);
+    gpu.save(a, b2.data(), n2, &wr);
+    if (tc) {
+      s = cpu->load(tc, b2.data(), wr);
+      printf("%s  CUDA checkpoint loads into the CPU backend (status %d%s%s)\n", s == FH_OK ? "PASS" : "INFO", (int)s,
+             s ? ": " : "", s ? cpu->last_error(tc) : "");
+      cpu->destroy(tc);
+    }
+  }
+  gpu.destroy(a);
+  gpu.destroy(b);
+}
+
+/* ---------------------------------------------------------------- small + bench */
+
+static void small_run(Lib& gpu, const Market& M) {
+  fh_config c = small_config(gpu, 1, 0, 1, 51);
+  c.train_steps = 3;
+  fh_trainer* t = make(gpu, c, M, "cuda small");
+  if (!t) return;
+  fh_epoch_stats s{};
+  for (int e = 0; e < 2; ++e) {
+    fh_status st = gpu.run_epoch(t, &s);
+    check(st == FH_OK, "small run_epoch");
+    if (st) printf("      %s\n", gpu.last_error(t));
+  }
+  fh_config c0 = c;
+  c0.use_graphs = 0;
+  c0.atoms = 1;
+  fh_trainer* t0 = make(gpu, c0, M, "cuda small eager huber");
+  if (t0) {
+    fh_status st = gpu.run_epoch(t0, &s);
+    check(st == FH_OK, "small run_epoch eager atoms=1");
+    gpu.destroy(t0);
+  }
+  gpu.destroy(t);
+}
+
+static void bench(Lib& gpu, int epochs) {
+  fh_config c;
+  gpu.default_config(&c);
+  c.backend = 1;
+  Market M;
+  const int64_t days = 504, bpd = 1380;
+  make_market(M, days * bpd, 16, c.window, 11, bpd);
+  auto t0 = std::chrono::steady_clock::now();
+  fh_trainer* t = make(gpu, c, M, "reference");
+  if (!t) return;
+  const double create_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  fh_info info;
+  gpu.info(t, &info);
+  printf("device %s, batch %d, obs_dim %d, params %lld, flops/epoch %.3g, create %.0f ms\n", info.device_name,
+         info.batch_size, info.obs_dim, (long long)info.n_params, info.flops_per_epoch, create_ms);
+  std::vector<fh_epoch_stats> st;
+  for (int e = 0; e < epochs + 1; ++e) {
+    fh_epoch_stats s{};
+    fh_status r = gpu.run_epoch(t, &s);
+    if (r != FH_OK) {
+      printf("FAIL  reference epoch %d: %s\n", e + 1, gpu.last_error(t));
+      ++g_fail;
+      break;
+    }
+    if (e > 0) st.push_back(s);  /* first epoch: no-train warm path excluded */
+    printf("epoch %2d  total %7.2f ms  collect %6.2f  train %7.2f  eval %6.2f  env/s %.3g  samples/s %.3g  syncs %g  "
+           "loss %.4f  gnorm %.3f  q_mean %.3f  val_pnl %.0f\n",
+           e + 1, s.total_ms, s.collect_ms, s.train_ms, s.eval_ms, s.env_steps_per_s, s.samples_per_s, s.host_syncs,
+           s.loss_mean, s.grad_norm_mean, s.q_mean, s.val.total_pnl);
+  }
+  if (st.empty()) return;
+  auto med = [&](double fh_epoch_stats::*f) {
+    std::vector<double> v;
+    for (auto& s : st) v.push_back(s.*f);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double tot = med(&fh_epoch_stats::total_ms);
+  printf("\n| metric | median over %zu epochs |\n| --- | --- |\n", st.size());
+  printf("| epoch total ms | %.2f |\n| collect ms | %.2f |\n| train ms | %.2f |\n| eval ms | %.2f |\n", tot,
+         med(&fh_epoch_stats::collect_ms), med(&fh_epoch_stats::train_ms), med(&fh_epoch_stats::eval_ms));
+  printf("| env steps/s | %.3g |\n| train samples/s | %.3g |\n| host syncs | %g |\n| batch | %d |\n",
+         med(&fh_epoch_stats::env_steps_per_s), med(&fh_epoch_stats::samples_per_s), med(&fh_epoch_stats::host_syncs),
+         info.batch_size);
+  printf("| GEMM FLOP/epoch | %.3g |\n| achieved TFLOP/s (epoch) | %.1f |\n", info.flops_per_epoch,
+         info.flops_per_epoch / (tot / 1e3) / 1e12);
+  gpu.destroy(t);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s compare|graphs|small|bench <build dir> [epochs]\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[1], dir = argv[2];
+  Lib gpu, cpu;
+  if (!load_lib(dir + "/libfoxhunt_cuda.so", gpu)) return 100;
+  const bool have_cpu = load_lib(dir + "/libfoxhunt_cpu.so", cpu);
+  const char* es = getenv("FH_SEED");
+  const uint64_t seed = es ? strtoull(es, nullptr, 10) : (uint64_t)time(nullptr);
+  printf("seed %llu\n", (unsigned long long)seed);
+  Market M;
+  make_market(M, 20000, 4, 8, seed, 390);
+  if (mode == "compare" || mode == "all") {
+    if (!have_cpu) {
+      printf("FAIL  CPU library missing: cannot compare\n");
+      ++g_fail;
+    } else {
+      for (int det = 1; det >= 0; --det)
+        for (int atoms : {51, 1}) compare_one(cpu, gpu, M, det, atoms, seed + det * 10 + atoms);
+    }
+  }
+  if (mode == "graphs" || mode == "all") graphs_check(gpu, have_cpu ? &cpu : nullptr, M);
+  if (mode == "small") small_run(gpu, M);
+  if (mode == "bench" || mode == "all") bench(gpu, argc > 3 ? atoi(argv[3]) : 7);
+  printf("\n%d failure(s)\n", g_fail);
+  return g_fail;
+}
