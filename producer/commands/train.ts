@@ -79,12 +79,22 @@ export function register(program: Command): void {
         },
       };
       if (flags.backend !== undefined) opts.backend = flags.backend;
+      // Ctrl-C: finish the epoch in flight (and write --checkpoint-out), then stop; twice: exit now.
+      const stop = new AbortController();
+      opts.signal = stop.signal;
+      const onSigint = (): void => {
+        if (stop.signal.aborted) process.exit(130);
+        stop.abort();
+        log.warn('interrupted: stopping after the current epoch (Ctrl-C again to exit now)');
+      };
+      process.on('SIGINT', onSigint);
       if (flags.checkpointOut !== undefined) opts.checkpointOut = flags.checkpointOut;
       if (flags.resume !== undefined) opts.resume = flags.resume;
       try {
         const result = await trainLocal(cfg, opts);
         if (!json && result.checkpointBytes !== undefined) print(`checkpoint ${flags.checkpointOut ?? ''} (${result.checkpointBytes} bytes)`);
       } finally {
+        process.off('SIGINT', onSigint);
         bars?.stop();
       }
     });
