@@ -30,7 +30,10 @@ function time(ms: number | null): string {
 }
 
 export function paramsText(p: Record<string, unknown>): string {
-  return Object.entries(p).map(([k, v]) => `${k}=${typeof v === 'number' ? fmt(v, 4) : String(v)}`).join(' ');
+  return Object.keys(p).sort().map((k) => {
+    const v = p[k];
+    return `${k}=${typeof v === 'number' ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(4)))) : String(v)}`;
+  }).join(' ');
 }
 
 export interface Shell {
@@ -68,7 +71,7 @@ export function fleetFragment(workers: WorkerView[], queues: QueueCounts[]): str
   const w = workers.map((x) => `<tr data-worker="${esc(x.id)}" class="st-${esc(x.state)}">
 <td>${esc(x.id)}</td><td>${esc(x.host)}</td><td>${esc(x.gpuIndex)}</td><td>${esc(x.gpuModel)}</td>
 <td class="mono">${esc(x.gpuUuid)}</td><td class="n">${x.gpuMemMb === null ? '–' : x.gpuMemMb}</td><td>${esc(x.driver)}</td>
-<td>${esc(x.backend)}</td><td>${esc(x.state)}${x.quarantined ? ' <b class="bad">quarantined</b>' : ''}</td>
+<td>${esc(x.backend)}</td><td>${x.quarantined ? '<b class="bad">quarantined</b>' : esc(x.state)}</td>
 <td>${x.runId ? `<a href="/runs/${encodeURIComponent(x.runId)}">${esc(x.runId)}</a>` : '–'}</td><td class="n">${x.epoch ?? '–'}</td>
 <td class="mono">${esc(x.jobId || '–')}</td><td class="n">${x.faults}</td><td>${age(x.ageMs)}</td></tr>`).join('');
   const quarantined = workers.filter((x) => x.quarantined);

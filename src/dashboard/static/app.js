@@ -42,7 +42,7 @@
     const u = new uPlot({
       width, height: 220, series,
       scales: { x: Object.assign({ time: false }, (opts && opts.xScale) || {}) },
-      axes: [{ label: (opts && opts.xLabel) || 'epoch' }, {}],
+      axes: [Object.assign({ label: (opts && opts.xLabel) || 'epoch' }, opts && opts.xValues ? { values: opts.xValues } : {}), {}],
       legend: { live: true },
     }, data, box);
     charts[id] = u;
@@ -102,9 +102,18 @@
         const data = [xy.map((p) => p[0]), xy.map((p) => p[1])];
         const cid = 'param_' + key.replace(/\W/g, '_');
         if (charts[cid]) { charts[cid].setData(data); continue; }
+        // pad the x range so points on its ends (and repeated x values) are all drawn
+        const log = dim.kind === 'log_uniform';
+        const range = (u, min, max) => {
+          if (min === null || max === null) return [0, 1];
+          if (log) return [min / 1.5, max * 1.5];
+          const pad = max > min ? (max - min) * 0.08 : Math.abs(min) * 0.1 || 0.5;
+          return [min - pad, max + pad];
+        };
         makeChart(root, cid, metric + ' vs ' + key + (cats ? ' (' + cats.join(', ') + ')' : ''), [metric], data, {
           xLabel: key,
-          xScale: dim.kind === 'log_uniform' ? { distr: 3 } : {},
+          xScale: log ? { distr: 3, range } : { range },
+          xValues: log ? (u, vals) => vals.map((v) => (v === null ? '' : Number(v).toExponential(0))) : null,
           seriesOpts: { paths: () => null, points: { show: true, size: 7, fill: PALETTE[0] } },
         });
       }
