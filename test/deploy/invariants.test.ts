@@ -4,7 +4,7 @@
  * the documented epoch + commit budget, health port and paths as docs/DESIGN.md section 8 says, and
  * the scaler reading the dashboard's queue-depth metric.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
 import { EPOCHS_QUEUE } from '../../src/queue/names.js';
@@ -352,6 +352,31 @@ describe('images', () => {
       expect(user?.split(':')[0]).not.toMatch(/^(root|0)$/);
       expect(df).toMatch(/^HEALTHCHECK /m);
     }
+  });
+
+  test('every COPY source exists in the build context and is not excluded by .dockerignore', () => {
+    const ignore = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#')).map((l) => l.replace(/\/$/, ''));
+    for (const [name, df] of [['worker.Dockerfile', worker], ['node.Dockerfile', node]] as const) {
+      const lines = df.replace(/\\\n/g, ' ').split('\n');
+      let copies = 0;
+      for (const line of lines) {
+        const m = /^COPY\s+(.*)$/.exec(line.trim());
+        if (!m || /--from=/.test(m[1] ?? '')) continue;
+        const parts = (m[1] ?? '').split(/\s+/).filter((t) => !t.startsWith('--'));
+        for (const src of parts.slice(0, -1)) {
+          copies += 1;
+          expect(existsSync(join(ROOT, src)), `${name}: COPY ${src} does not exist`).toBe(true);
+          const top = src.replace(/\/$/, '');
+          for (const pat of ignore) {
+            expect(top === pat || top.startsWith(`${pat}/`), `${name}: COPY ${src} is excluded by .dockerignore (${pat})`).toBe(false);
+          }
+        }
+      }
+      expect(copies).toBeGreaterThan(5);
+    }
+    // and what must never enter an image is excluded
+    for (const p of ['.git', 'node_modules', 'native/build', '.env']) expect(ignore).toContain(p);
   });
 
   test('k8s pods run as the images\' non-root user', () => {
