@@ -64,7 +64,7 @@ void fh_net_destroy(fh_net* net) {
     if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
   for (int p = 0; p < FH_NET_PASSES; ++p) {
     fh_net_pass& P = net->pass[p];
-    void* bufs[] = {P.x, P.a1, P.a2, P.ah, P.q};
+    void* bufs[] = {p == 2 ? nullptr : P.x, P.a1, P.a2, P.ah, P.q};
     for (void* b : bufs)
       if (b) cudaFree(b);
     for (int k = 0; k < FH_NET_HEADS; ++k) {
@@ -117,7 +117,11 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     for (int p = 0; p < FH_NET_PASSES; ++p) {
       fh_net_pass& P = net->pass[p];
       P.cap = cap;
-      NET_TRY(fh_dmalloc(&P.x, (size_t)cap * L.D * es));
+      if (p == 2) {
+        P.x = net->pass[1].x;  /* target(s') reads the same s' rows as online(s') */
+      } else {
+        NET_TRY(fh_dmalloc(&P.x, (size_t)cap * L.D * es));
+      }
       NET_TRY(fh_dmalloc(&P.a1, (size_t)cap * L.h1 * es));
       NET_TRY(fh_dmalloc(&P.a2, (size_t)cap * L.h2 * es));
       NET_TRY(fh_dmalloc(&P.ah, (size_t)cap * HH * es));

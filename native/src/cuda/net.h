@@ -26,7 +26,7 @@
 
 struct fh_net_pass {
   int32_t cap;                  /* rows */
-  void* x;                      /* (cap, D) input, op dtype */
+  void* x;                      /* (cap, D) input, op dtype; pass 2 shares pass 1's (both read s') */
   void* a1;                     /* (cap, h1) post-ReLU */
   void* a2;                     /* (cap, h2) post-ReLU */
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
