@@ -2,11 +2,13 @@
  * The dashboard contract the deployment files rely on: the exact arguments of docker-compose.yml's
  * dashboard service (but bound to loopback here), with both tokens set, serve a public /healthz
  * (container healthcheck, k8s probes) and a public /metrics carrying foxhunt_queue_jobs (the
- * scaler's input), keep every page behind the token, and exit 0 on SIGTERM.
+ * scaler's input) with every metric DESIGN section 8 names, keep every page behind the token, and
+ * exit 0 on SIGTERM.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -106,6 +108,13 @@ describe('foxhunt dashboard as deployed', () => {
     const metrics = await get(`${base}/metrics`);
     expect(metrics.status).toBe(200);
     expect(metrics.body).toMatch(new RegExp(`^foxhunt_queue_jobs\\{[^}]*queue="fh-deploy-epochs-${tag}"`, 'm'));
+    // every metric DESIGN section 8 promises (the histogram as its _bucket series)
+    const design = readFileSync(join(ROOT, 'docs', 'DESIGN.md'), 'utf8');
+    const fleet = design.slice(design.indexOf('## 8.'));
+    const names = [...new Set([...fleet.matchAll(/`(foxhunt_[a-z_]+)(?:\{[^`]*\})?`/g)].map((m) => m[1] ?? ''))];
+    expect(names).toEqual(expect.arrayContaining(['foxhunt_queue_jobs', 'foxhunt_epochs_committed_total', 'foxhunt_epoch_seconds', 'foxhunt_workers']));
+    for (const n of names) expect(metrics.body, `/metrics lacks ${n}`).toMatch(new RegExp(`^# TYPE ${n} `, 'm'));
+    expect(metrics.body).toMatch(/^# TYPE foxhunt_epoch_seconds histogram$/m);
     expect((await get(`${base}/`)).status).toBe(401);
     expect((await get(`${base}/`, 'wrong-token')).status).toBe(401);
     expect((await get(`${base}/`, readonlyToken)).status).toBe(200);
