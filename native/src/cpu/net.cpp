@@ -38,7 +38,7 @@ void linear_fwd(fh_pool& pool, const float* X, int64_t ldx, int32_t B, int32_t i
         y[o] = relu && v < 0.0f ? 0.0f : v;
       }
     }
-  });
+  }, (int64_t)in * out);
 }
 
 /* dW (out, in) = sum_b dY[b,o] X[b,:], db[o] = sum_b dY[b,o]  (=). Parallel over output units. */
@@ -65,7 +65,7 @@ void linear_bwd_w(fh_pool& pool, const float* dY, int64_t ldy, const float* X, i
         }
       }
     }
-  });
+  }, (int64_t)B * in * blk);
 }
 
 /* dX (B, in; ld ldx) = dY (B, out) W  (=), then dX *= (act > 0) when act is given. Parallel over rows. */
@@ -84,7 +84,7 @@ void linear_bwd_x(fh_pool& pool, const float* dY, int64_t ldy, const float* W, i
           if (!(a[i] > 0.0f)) dx[i] = 0.0f;
       }
     }
-  });
+  }, (int64_t)in * out);
 }
 
 }  // namespace
@@ -123,7 +123,7 @@ void fh_net::forward(fh_pool& pool, const float* P, const float* X, int32_t B, f
       for (int d = 0; d < L.n_branches; ++d)
         fh_dueling_combine(o + ooff_[0], o + ooff_[d + 1], L.branch_sizes[d], A, c.logits.data() + b * NA_ + loff_[d]);
     }
-  });
+  }, 2 * NA_);
 }
 
 void fh_net::backward(fh_pool& pool, const float* P, const float* X, const fh_net_cache& c, const float* dlogits,
@@ -143,7 +143,7 @@ void fh_net::backward(fh_pool& pool, const float* P, const float* X, const fh_ne
       for (int d = 0; d < L.n_branches; ++d)
         fh_dueling_backward(dlogits + b * NA_ + loff_[d], L.branch_sizes[d], A, g + ooff_[0], g + ooff_[d + 1]);
     }
-  });
+  }, 2 * NA_);
   for (int k = 0; k < L.n_heads; ++k) {
     linear_bwd_w(pool, dout_.data() + ooff_[k], OP_, c.hh.data() + (int64_t)k * L.hh, nhh, B, L.hh, L.out[k],
                  grad + L.WO[k], grad + L.bO[k]);

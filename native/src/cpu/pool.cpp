@@ -20,10 +20,10 @@ static void chunk_bounds(int64_t n, int64_t chunks, int64_t k, int64_t* b, int64
   *e = n * (k + 1) / chunks;
 }
 
-void fh_pool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void fh_pool::run(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t cost) {
   if (n <= 0) return;
   const int64_t chunks = (int64_t)threads() < n ? (int64_t)threads() : n;
-  if (chunks <= 1 || workers_.empty()) {
+  if (chunks <= 1 || workers_.empty() || (double)n * (double)cost < (double)FH_POOL_MIN_WORK) {
     fn(0, n);
     return;
   }

@@ -172,6 +172,27 @@ static fh_status create_impl(const fh_config* cfg, const fh_market* m, fh_traine
     return FH_ERR_INVALID_CONFIG;
   }
   t->batch = c.batch_size > 0 ? c.batch_size : fh_cpu_auto_batch(cfg, t->L);
+
+  /* refuse sizes the host cannot hold before touching memory (zero-filled vectors commit pages) */
+  {
+    const int64_t cap = fh_resolved_capacity(cfg);
+    int64_t leaves = 1;
+    while (leaves < cap) leaves <<= 1;
+    const double per_transition = 4.0 + 3.0 + 1.0 + 4.0 + 4.0 * FH_ACCOUNT_FEATURES;
+    const double need = (double)cap * per_transition + 16.0 * (double)leaves + 5.0 * 4.0 * (double)t->L.total +
+                        (double)c.n_envs * (sizeof(fh_env_state) + 4.0 * t->D) +
+                        3.0 * (double)t->batch * 4.0 * (2.0 * t->D + t->L.h1 + t->L.h2 + 4.0 * t->L.n_heads * t->L.hh);
+    fh_info host;
+    host_info(&host);
+    if (need > (double)host.device_mem_total * 0.8) {
+      fh_set_error(err, err_len,
+                   "sizes need about %.1f GiB of host memory (replay_capacity %lld, %lld parameters, batch %d); "
+                   "this host has %.1f GiB",
+                   need / (1 << 30), (long long)cap, (long long)t->L.total, t->batch,
+                   (double)host.device_mem_total / (1 << 30));
+      return FH_ERR_OUT_OF_MEMORY;
+    }
+  }
   t->net.reset(new fh_net(t->L, c.v_min, c.v_max));
   t->pool.reset(new fh_pool(resolve_threads(c.threads)));
   const size_t np = (size_t)t->L.total;

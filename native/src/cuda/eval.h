@@ -15,6 +15,7 @@
  *     fh_launch_eval_observe(ev, dtype, obs, ld)   (S, D) observations of the segment cursors
  *     ... online forward + expected Q (S, sum n_d) ...
  *     fh_launch_eval_step(ev, q, ldq, i)            greedy argmax (lowest index on ties), step, book
+ *   (or: observe once, then per step forward -> fh_launch_eval_step_observe(ev, q, ldq, i, dtype, obs, ld))
  *   fh_launch_eval_finish(ev)                       flatten every segment at its last close
  *   fh_launch_eval_readback(ev) + event;  host: fh_cuda_eval_finalise
  * Fixed policies (baselines flat and buy-and-hold) need no network: fh_launch_eval_fixed runs reset,
@@ -71,6 +72,10 @@ fh_status fh_launch_eval_reset(const fh_cuda_eval& ev, cudaStream_t s);
 fh_status fh_launch_eval_observe(const fh_cuda_eval& ev, fh_dtype dtype, void* obs, int32_t ld, cudaStream_t s);
 /* Step i with greedy actions from expected Q q (S, >= sum n_d; row stride ldq). */
 fh_status fh_launch_eval_step(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step, cudaStream_t s);
+/* Fused: fh_launch_eval_step(i) then fh_launch_eval_observe of the new state, one launch. The loop is
+ * then: observe once, per step i forward -> expected Q -> fh_launch_eval_step_observe(q, i, obs). */
+fh_status fh_launch_eval_step_observe(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step,
+                                      fh_dtype dtype, void* obs, int32_t ld, cudaStream_t s);
 /* Flatten every segment at its last close (after the last step). */
 fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s);
 /* A whole evaluation of a fixed policy (FH_EVAL_FLAT or FH_EVAL_BUY_HOLD): reset, steps, finish. */
