@@ -6,6 +6,7 @@
  *   eval_reset     (S) threads   flat at the first bar; records zeroed by memset
  *   eval_observe   warp/segment  obs (S, D) (=)
  *   eval_step      (S) threads   greedy argmax of q (S, sum n_d) -> step i -> bar_rec[t+1] (=)
+ *   eval_step_observe  warp/segment  greedy step i (lane 0) + obs of the new state: 1 launch per step
  *   eval_finish    (S) threads   fh_env_flatten -> flat_rec (=)
  *   eval_fixed     (S) threads   reset + all steps + finish with a fixed action (baselines)
  */
@@ -25,6 +26,11 @@ struct fh_eval_args {
   fh_env_state* state;
   fh_eval_rec* bar_rec;
   fh_eval_rec* flat_rec;
+};
+
+struct fh_eval_q {
+  int32_t n_act[FH_MAX_BRANCHES];
+  int32_t q_off[FH_MAX_BRANCHES];
 };
 
 static fh_eval_args eval_args(const fh_cuda_eval& ev) {
@@ -106,20 +112,9 @@ static __global__ void eval_observe_kernel(fh_eval_args a, T* __restrict__ obs, 
   fh_gather_obs_row<T, VEC>(a.m.features, a.m.n_features, a.p.window, s.t, acc[warp], lane, obs + (int64_t)k * ld);
 }
 
-struct fh_eval_q {
-  int32_t n_act[FH_MAX_BRANCHES];
-  int32_t q_off[FH_MAX_BRANCHES];
-};
-
-static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q, int32_t ldq,
-                                        int32_t step) {
-  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-  if (k >= a.n_seg) return;
-  const int32_t b = a.seg_begin[k], e = a.seg_end[k];
-  if (step >= e - b - 1) return;
-  fh_env_state s = a.state[k];
-  int32_t act[FH_MAX_BRANCHES];
-  const float* row = q + (int64_t)k * ldq;
+/* Greedy argmax per branch of one expected-Q row (lowest index on ties). */
+__device__ __forceinline__ void fh_eval_greedy(const fh_eval_q& qa, const float* __restrict__ row,
+                                               int32_t act[FH_MAX_BRANCHES]) {
 #pragma unroll
   for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
     const float* qd = row + qa.q_off[d];
@@ -131,6 +126,43 @@ static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const floa
     }
     act[d] = best_a;
   }
+}
+
+/* Fused: greedy step i (lane 0) then the observation of the new state (whole warp): one launch per
+ * evaluation step for the env part. */
+template <typename T, bool VEC>
+static __global__ void eval_step_observe_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q,
+                                                int32_t ldq, int32_t step, T* __restrict__ obs, int32_t ld) {
+  __shared__ float acc[FH_EVAL_OBS_WARPS][FH_ENV_ACCOUNT];
+  __shared__ int64_t cur_t[FH_EVAL_OBS_WARPS];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int32_t k = blockIdx.x * FH_EVAL_OBS_WARPS + warp;
+  if (k >= a.n_seg) return;
+  if (lane == 0) {
+    fh_env_state s = a.state[k];
+    if (step < a.seg_end[k] - a.seg_begin[k] - 1) {
+      int32_t act[FH_MAX_BRANCHES];
+      fh_eval_greedy(qa, q + (int64_t)k * ldq, act);
+      fh_eval_step_one(a, s, act[0], act[1], act[2]);
+      a.state[k] = s;
+    }
+    fh_env_account(a.m, a.p, s, acc[warp]);
+    cur_t[warp] = s.t;
+  }
+  __syncwarp();
+  fh_gather_obs_row<T, VEC>(a.m.features, a.m.n_features, a.p.window, cur_t[warp], acc[warp], lane,
+                            obs + (int64_t)k * ld);
+}
+
+static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q, int32_t ldq,
+                                        int32_t step) {
+  const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+  if (k >= a.n_seg) return;
+  const int32_t b = a.seg_begin[k], e = a.seg_end[k];
+  if (step >= e - b - 1) return;
+  fh_env_state s = a.state[k];
+  int32_t act[FH_MAX_BRANCHES];
+  fh_eval_greedy(qa, q + (int64_t)k * ldq, act);
   fh_eval_step_one(a, s, act[0], act[1], act[2]);
   a.state[k] = s;
 }
@@ -195,6 +227,34 @@ fh_status fh_launch_eval_step(const fh_cuda_eval& ev, const float* q, int32_t ld
   eval_step_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev), qa, q, ldq, step);
   FH_LAUNCH_CHECK();
   return FH_OK;
+}
+
+static fh_eval_q eval_q(const fh_cuda_eval& ev) {
+  fh_eval_q qa;
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    qa.n_act[d] = ev.n_act[d];
+    qa.q_off[d] = ev.q_off[d];
+  }
+  return qa;
+}
+
+template <typename T>
+static fh_status launch_eval_step_observe_t(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step, T* obs,
+                                            int32_t ld, cudaStream_t s) {
+  const dim3 grid(CEIL_DIV(ev.n_seg, FH_EVAL_OBS_WARPS)), block(32 * FH_EVAL_OBS_WARPS);
+  if (fh_gather_vec_ok(ev.view.n_features, ev.p.window, ld))
+    eval_step_observe_kernel<T, true><<<grid, block, 0, s>>>(eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
+  else
+    eval_step_observe_kernel<T, false><<<grid, block, 0, s>>>(eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_eval_step_observe(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step,
+                                      fh_dtype dtype, void* obs, int32_t ld, cudaStream_t s) {
+  if (!q || !obs || ld < ev.obs_dim) return FH_ERR_INVALID_ARGUMENT;
+  if (dtype == FH_BF16) return launch_eval_step_observe_t<fh_bf16>(ev, q, ldq, step, static_cast<fh_bf16*>(obs), ld, s);
+  return launch_eval_step_observe_t<float>(ev, q, ldq, step, static_cast<float*>(obs), ld, s);
 }
 
 fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s) {

@@ -325,6 +325,32 @@ int main() {
       check(metrics_equal(g, h), msg);
       if (policy == 1) check(g.total_pnl == 0.0 && g.trades == 0, "flat baseline: no PnL, no trades");
     }
+    /* fused step+observe path: same metrics as the host greedy simulation */
+    {
+      FK(fh_launch_eval_reset(ev, s));
+      FK(fh_launch_eval_observe(ev, FH_F32, dobs, D, s));
+      for (int i = 0; i < ev.max_steps; ++i) FK(fh_launch_eval_step_observe(ev, dq + (size_t)i * S * 10, 10, i, FH_F32, dobs, D, s));
+      FK(fh_launch_eval_finish(ev, s));
+      FK(fh_launch_eval_readback(ev, s)); CK(cudaStreamSynchronize(s));
+      fh_metrics g, h; fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &g);
+      std::vector<fh_eval_rec> br, fr; host_eval(0, br, fr, &qs);
+      memcpy(ev.h_bar_rec, br.data(), br.size() * sizeof(fh_eval_rec)); memcpy(ev.h_flat_rec, fr.data(), fr.size() * sizeof(fh_eval_rec));
+      fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &h);
+      check(metrics_equal(g, h), "greedy metrics via the fused step+observe kernel identical to the host");
+    }
+    {
+      cudaGraph_t gph; cudaGraphExec_t gx;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      FK(fh_launch_eval_reset(ev, s)); FK(fh_launch_eval_observe(ev, FH_BF16, dobs, D, s));
+      for (int i = 0; i < ev.max_steps; ++i) FK(fh_launch_eval_step_observe(ev, dq + (size_t)i * S * 10, 10, i, FH_BF16, dobs, D, s));
+      FK(fh_launch_eval_finish(ev, s)); FK(fh_launch_eval_readback(ev, s));
+      CK(cudaStreamEndCapture(s, &gph)); CK(cudaGraphInstantiate(&gx, gph, 0));
+      std::vector<float> tf;
+      for (int rep = 0; rep < (small ? 1 : 7); ++rep) { float ms; CK(cudaEventRecord(e0, s)); CK(cudaGraphLaunch(gx, s)); CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1)); CK(cudaEventElapsedTime(&ms, e0, e1)); tf.push_back(ms); }
+      printf("  timing: greedy eval env part, fused (graph of %d x step_observe, no network) %.2f ms\n", ev.max_steps, median(tf));
+      printf("TABLE eval_ms greedy_env_fused_graph=%.2f\n", median(tf));
+      CK(cudaGraphExecDestroy(gx)); CK(cudaGraphDestroy(gph));
+    }
     /* timing: greedy eval without the network (observe + step) as one graph; fixed-policy eval */
     cudaGraph_t gph; cudaGraphExec_t gx;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
