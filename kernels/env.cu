@@ -132,7 +132,7 @@ __device__ __forceinline__ void fh_step_one(const fh_market_view& m, const fh_en
       a.leaf[old] = *a.max_priority;
     }
   }
-  if (r.done) fh_env_reset(m, p, s, a.seed, (uint32_t)e, (uint64_t)c); /* the step's counter (reference.ts) */
+  if (r.done) fh_env_reset(m, p, s, a.seed, (uint32_t)e, (uint64_t)(c + 1)); /* as the CPU backend: c + 1 */
   if (a.reward) a.reward[e] = r.reward;
   if (a.done) a.done[e] = (uint8_t)r.done;
   if (a.position) a.position[e] = s.pos;

@@ -112,7 +112,7 @@ int main() {
         fh_step_result r;
         fh_env_step(hv, p, hs[e], act[3 * e], act[3 * e + 1], act[3 * e + 2], r);
         const double heq = hs[e].equity;
-        if (r.done) { fh_env_reset(hv, p, hs[e], cfg.seed, (uint32_t)e, (uint64_t)step); ++dones; }
+        if (r.done) { fh_env_reset(hv, p, hs[e], cfg.seed, (uint32_t)e, (uint64_t)step + 1); ++dones; }
         if (r.trades_closed && act[3 * e + 2] > 0 && hs[e].pos == 0) ++stops;
         if (!same_bits(r.reward, rw[e]) || r.done != dn[e] || hs[e].pos != pos[e] || hs[e].t != cur[e] ||
             !same_bits(r.cost, cost[e]) || !(r.done ? true : same_bits(heq, eq[e]))) traj_ok = false;
@@ -155,7 +155,7 @@ int main() {
         if (bar[e] != hs2[e].t || memcmp(ha8, &acc[(size_t)e * 8], 32)) row_ok = false;
         fh_step_result r; fh_env_step(hv, p, hs2[e], ha[0], ha[1], ha[2], r);
         if (!same_bits(r.reward, rr[e]) || r.done != d8[e] || a8[e * 3] != ha[0] || a8[e * 3 + 1] != ha[1] || a8[e * 3 + 2] != ha[2]) row_ok = false;
-        if (r.done) fh_env_reset(hv, p, hs2[e], cfg.seed, (uint32_t)e, c);
+        if (r.done) fh_env_reset(hv, p, hs2[e], cfg.seed, (uint32_t)e, c + 1);
       }
     }
     check(sel_ok, "epsilon-greedy actions identical to fh_explore_action on the host (5 steps)");

@@ -97,7 +97,7 @@ fh_status fh_launch_select_actions(const fh_cuda_envs& e, const float* q, int32_
                                    int32_t greedy, cudaStream_t s);
 
 /* Step every env with envs.actions (fh_env_step), then reset the envs that are done with
- * counter = *env_step + step_in_epoch. Fills reward/done/position/pnl/cost. When r != NULL also
+ * Philox counter c + 1, c = *env_step + step_in_epoch (as the CPU backend's collection). Fills reward/done/position/pnl/cost. When r != NULL also
  * writes replay row (*env_step + step_in_epoch) (bar and account of s, actions, done, reward),
  * sets leaf(row*N+e) = 0 and leaf((row-n)*N+e) = *max_priority (DESIGN §6). The sum tree is
  * rebuilt by fh_launch_collect_end (nothing samples during collection). */

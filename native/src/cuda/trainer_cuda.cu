@@ -887,8 +887,8 @@ extern "C" FH_API fh_status fh_trainer_env_step(fh_trainer* t, const int32_t* ac
     }
   TR_CUDA(t, cudaMemcpy(t->envs.actions, actions, (size_t)N * 3 * 4, cudaMemcpyHostToDevice), "env_step upload");
   /* the c-th probe call (c = env counter + probe_steps) resets ended episodes with counter c + 1,
-   * as the CPU backend and the reference env do; the kernel resets with *env_step + step_in_epoch */
-  TR_TRY(t, fh_launch_env_step(t->envs, t->dm, nullptr, (int32_t)(t->probe_steps + 1), s), "env_step");
+   * as the CPU backend does; the kernel resets with *env_step + step_in_epoch + 1 */
+  TR_TRY(t, fh_launch_env_step(t->envs, t->dm, nullptr, (int32_t)t->probe_steps, s), "env_step");
   t->probe_steps += 1;
   TR_CUDA(t, cudaStreamSynchronize(s), "env_step");
   if (reward) TR_CUDA(t, cudaMemcpy(reward, t->envs.reward, (size_t)N * 4, cudaMemcpyDeviceToHost), "env_step read");
