@@ -13,6 +13,8 @@ import type { LeaderboardRow, SweepRecord } from '../sweep/store.js';
 
 /** A worker is stale when its heartbeat is older than this. */
 export const STALE_MS = 30_000;
+/** A worker silent for longer than this is gone: no longer listed or counted. */
+export const GONE_MS = 3_600_000;
 
 export interface WorkerView {
   id: string;
@@ -61,7 +63,10 @@ export class DashboardData {
   async workers(now = Date.now()): Promise<WorkerView[]> {
     const entries = await this.redis.zrange(this.keys.workersIndex(), '0', '-1', 'WITHSCORES');
     const ids: [string, number][] = [];
-    for (let i = 0; i + 1 < entries.length; i += 2) ids.push([entries[i] as string, Number(entries[i + 1])]);
+    for (let i = 0; i + 1 < entries.length; i += 2) {
+      const beat = Number(entries[i + 1]);
+      if (now - beat <= GONE_MS) ids.push([entries[i] as string, beat]);
+    }
     const p = this.redis.pipeline();
     for (const [id] of ids) p.hgetall(this.keys.worker(id));
     const res = (await p.exec()) ?? [];

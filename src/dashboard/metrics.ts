@@ -8,7 +8,7 @@ import type { Queue } from 'bullmq';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { DashboardData } from './data.js';
 
-export const WORKER_STATES = ['idle', 'busy', 'quarantined', 'stale'] as const;
+export const WORKER_STATES = ['starting', 'idle', 'busy', 'stopping', 'quarantined', 'stale'] as const;
 export const EPOCH_SECONDS_BUCKETS = [0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 export class FleetMetrics {
@@ -48,7 +48,7 @@ export class FleetMetrics {
     });
     new Gauge({
       name: 'foxhunt_workers',
-      help: 'workers by state (idle, busy, quarantined, stale)',
+      help: 'workers by state (starting, idle, busy, stopping, quarantined; stale = no heartbeat for 30 s)',
       labelNames: ['state'],
       registers: [this.registry],
       async collect() {

@@ -11,6 +11,7 @@ import { resolveAuth } from '../../src/dashboard/auth.js';
 import { buildDashboard } from '../../src/dashboard/server.js';
 import { bullConnection } from '../../src/queue/connection.js';
 import { Keys } from '../../src/redis/keys.js';
+import { writeHeartbeat } from '../../src/redis/workers.js';
 import { seedRun, seedSweep, seedWorkers } from './seed.js';
 
 const url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -195,8 +196,13 @@ describe('/metrics', () => {
     expect(buckets.find((b) => b.labels['le'] === '0.1')?.value).toBe(0); // seeded epochs take 141..155 ms
     expect(buckets.find((b) => b.labels['le'] === '0.25')?.value).toBe(entries);
 
-    const workers = Object.fromEntries(again.filter((s) => s.name === 'foxhunt_workers').map((s) => [s.labels['state'], s.value]));
-    expect(workers).toEqual({ idle: 1, busy: 1, quarantined: 1, stale: 0 });
+    // a worker whose heartbeat stopped 45 s ago is stale
+    await writeHeartbeat(redis, keys, { workerId: 'gpu-node-2:0', host: 'gpu-node-2', pid: 1, gpuIndex: 0, gpuUuid: 'GPU-dddd', gpuModel: 'NVIDIA H200',
+      gpuMemMb: 1, driver: 'x', backend: 'cuda', state: 'busy', jobId: '', runId: '', epoch: null, quarantined: false, faults: 0,
+      startedMs: Date.now() - 90_000, updatedMs: Date.now() - 45_000 });
+    const third = parsePrometheus((await app.inject({ url: '/metrics' })).body).samples;
+    const workers = Object.fromEntries(third.filter((s) => s.name === 'foxhunt_workers').map((s) => [s.labels['state'], s.value]));
+    expect(workers).toEqual({ starting: 0, idle: 1, busy: 1, stopping: 0, quarantined: 1, stale: 1 });
   });
 
   it('can require auth on /metrics', async () => {
