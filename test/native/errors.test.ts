@@ -123,7 +123,8 @@ describe('native bad input', () => {
       cases.push(['truncated', good.subarray(0, good.length - 1), /truncated/]);
       cases.push(['header only', good.subarray(0, 40), /truncated/]);
       const flipped = Buffer.from(good);
-      flipped[Math.floor(flipped.length / 2)] ^= 0x10;
+      const mid = Math.floor(flipped.length / 2);
+      flipped[mid] = (flipped[mid] as number) ^ 0x10;
       cases.push(['flipped byte', flipped, /sha256/]);
       const version = Buffer.from(good);
       version.writeUInt32LE(99, 4);
