@@ -203,17 +203,20 @@ export async function privateRedis(extra: string[] = []): Promise<PrivateRedis> 
   const r: PrivateRedis = {
     port, dir, url: `redis://127.0.0.1:${port}`,
     async start() {
-      proc = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
+      if (proc !== null) return;
+      const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes',
         '--appendfsync', 'always', '--save', '', ...extra], { stdio: 'ignore' });
+      proc = p;
+      p.on('exit', () => { if (proc === p) proc = null; });
       await waitUntil('redis-server to answer', async () => spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().includes('PONG'), 10_000);
     },
     async stop() {
       const p = proc;
       if (p === null) return;
-      proc = null;
-      const gone = new Promise((res) => p.on('exit', res));
+      const gone = new Promise((res) => p.once('exit', res));
       p.kill('SIGTERM');
       await gone;
+      proc = null;
     },
   };
   await r.start();

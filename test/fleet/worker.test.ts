@@ -90,8 +90,11 @@ describe('foxhunt-worker', () => {
     const run = await finished(env, 'crashy');
     expect(run.status).toBe('completed');
     expect(w.log.some((l) => /TRAINER_CRASHED/.test(l) && /SIGKILL/.test(l))).toBe(true);
-    const job = await Job.fromId(env.queue, run.jobId ?? '');
-    expect(job?.attemptsMade).toBe(2);
+    const job = await waitUntil('job completed', async () => {
+      const j = await Job.fromId(env.queue, run.jobId ?? '');
+      return (await j?.getState()) === 'completed' ? j : null;
+    });
+    expect(job.attemptsMade).toBe(2);
     const entries = await new RunStore(env.redis, env.keys).epochs('crashy');
     expect(entries.map((e) => deterministic(e.scalars))).toEqual(reference);
     expect(w.proc.exitCode).toBeNull();
