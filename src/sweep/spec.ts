@@ -102,8 +102,8 @@ export interface PlannedTrial {
 
 function fail(source: string, path: readonly PropertyKey[], message: string): never {
   const where = formatPath(path);
-  const sep = message.startsWith(':') ? '' : ' ';
-  throw new FoxhuntError('CONFIG_INVALID', `invalid sweep spec (${source}): ${where}${sep}${message}`, { where });
+  const reason = message.startsWith(':') ? message.slice(1).trim() : `${where} ${message}`;
+  throw new FoxhuntError('CONFIG_INVALID', `invalid sweep spec (${source}): ${reason}`, { where });
 }
 
 /** `space["agent.lr"].low`: a key path readable even when keys hold dots. */

@@ -145,3 +145,18 @@ describe('samplers', () => {
     expect(new Set(pts.map((p) => JSON.stringify(p))).size).toBe(12);
   });
 });
+
+describe('foxhunt sweep --dry-run', () => {
+  it('fails with the key path of a bad spec and a non-zero exit', async () => {
+    const { execFile } = await import('node:child_process');
+    const bad = join(dir, 'cli-bad.toml');
+    writeFileSync(bad, 'max_epochs = 3\ntrials = 2\n[space."agent.lr"]\nkind = "uniform"\nlow = 1\nhigh = 0.5\n');
+    const res = await new Promise<{ code: number | null; stderr: string }>((done) => {
+      const p = execFile(process.execPath, ['bin/foxhunt.js', 'sweep', bad, '--dry-run'], (err, _out, stderr) => done({ code: err ? (err as { code?: number }).code ?? 1 : 0, stderr }));
+      p.stdin?.end();
+    });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('space["agent.lr"].high');
+    expect(res.stderr).toContain('high must be greater than low');
+  });
+});
