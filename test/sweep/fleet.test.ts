@@ -155,7 +155,7 @@ describe.skipIf(!native)('sweeps on foxhunt-worker processes (CPU backend, tiny 
     }
     // every trial reached rung 1 and was decided there
     expect(log.filter((d) => d.rung === 1)).toHaveLength(12);
-    expect(board.filter((r) => r.status === 'pruned').length).toBeGreaterThanOrEqual(6);
+    expect(board.filter((r) => r.status === 'pruned').length).toBeGreaterThanOrEqual(3);
     expect(status.sweep.best.runId).toBe(board[0]?.runId);
     expect(status.sweep.best.checkpoint).toEqual({ runId: board[0]?.runId, epoch: 6 });
     process.stdout.write(`sweep ${id}: ${victim} was training on the killed worker; the sweep completed ${((Date.now() - killedAt) / 1000).toFixed(1)} s after the SIGKILL\n`);

@@ -167,7 +167,7 @@ describe('a sweep end to end on simulated workers', () => {
       const prunedByRef = [...ref].some(([k, v]) => k.startsWith(`${row.runId}:`) && v === 'prune');
       if (row.status !== 'failed') expect(row.status === 'pruned', row.runId).toBe(prunedByRef);
     }
-    expect(board.filter((r) => r.status === 'pruned').length).toBeGreaterThan(4);
+    expect(board.filter((r) => r.status === 'pruned').length).toBeGreaterThanOrEqual(3);
     // the trial with no metric is pruned at its first rung (null is the worst), unless it came first
     expect(board.find((r) => r.runId.endsWith('t005'))?.epochs).toBeLessThan(9);
 
