@@ -78,6 +78,23 @@ export function roleOf(auth: AuthOptions, header: string | undefined): Role | un
   return undefined;
 }
 
+/**
+ * A browser replays basic-auth credentials on requests another site makes it send; a write that
+ * a browser marks as cross-site (Sec-Fetch-Site, or an Origin that is not this host) is refused.
+ */
+export function crossSiteWrite(req: FastifyRequest): boolean {
+  if (req.method === 'GET' || req.method === 'HEAD' || req.method === 'OPTIONS') return false;
+  const site = req.headers['sec-fetch-site'];
+  if (site === 'cross-site' || site === 'same-site') return true;
+  const origin = req.headers.origin;
+  if (origin === undefined || origin === 'null') return origin === 'null';
+  try {
+    return new URL(origin).host !== req.headers.host;
+  } catch {
+    return true;
+  }
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     role?: Role;
@@ -96,6 +113,10 @@ export function authHook(auth: AuthOptions, opts: { publicPaths: (path: string) 
     if (role === undefined) {
       await reply.code(401).header('www-authenticate', 'Basic realm="foxhunt", charset="UTF-8"')
         .send({ error: 'unauthorized', message: 'a bearer token or basic auth (token as password) is required' });
+      return reply;
+    }
+    if (crossSiteWrite(req)) {
+      await reply.code(403).send({ error: 'forbidden', message: 'cross-site requests may not change anything' });
       return reply;
     }
     if (role !== 'admin' && opts.adminOnly(path, req.method)) {

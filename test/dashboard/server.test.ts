@@ -92,6 +92,17 @@ describe('auth', () => {
     expect(await failed!.getState()).not.toBe('failed');
   });
 
+  it('refuses cross-site writes even with valid credentials', async () => {
+    const failed = (await sweepsQ.getFailed())[0];
+    const path = `/admin/queues/api/queues/${sweepsQ.name}/${failed!.id}/retry`;
+    const auth = basic(ADMIN);
+    expect((await app.inject({ method: 'PUT', url: path, headers: { authorization: auth, origin: 'https://evil.example' } })).statusCode).toBe(403);
+    expect((await app.inject({ method: 'PUT', url: path, headers: { authorization: auth, 'sec-fetch-site': 'cross-site' } })).statusCode).toBe(403);
+    expect(await failed!.getState()).toBe('failed');
+    // same-origin reads are fine
+    expect((await app.inject({ url: '/api/runs', headers: { authorization: auth, origin: 'https://evil.example' } })).statusCode).toBe(200);
+  });
+
   it('allows auth off only on loopback with --no-auth, and needs a token otherwise', () => {
     expect(resolveAuth('127.0.0.1', true, {})).toEqual({ enabled: false });
     expect(() => resolveAuth('0.0.0.0', true, { FOXHUNT_DASHBOARD_TOKEN: 'x' })).toThrow(/only allowed when bound to localhost/);
