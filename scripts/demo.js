@@ -5,6 +5,7 @@
 //   2. Starts one foxhunt-worker (its GPU when there is one and the CUDA library is built, else the
 //      CPU backend); its JSON log goes to a file.
 //   3. Enqueues a tiny run (config/runs/tiny.toml) and follows it: one row per epoch as it lands.
+//      (FOXHUNT_DEMO_PRIVATE_REDIS=1 skips the local one and starts a private server.)
 //   4. Stops what it started and says where the dashboard is and how to run the real thing.
 import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
@@ -65,7 +66,8 @@ async function findRedis() {
     if (await reachable(u.hostname, Number(u.port || 6379))) return { url: process.env.REDIS_URL, note: 'REDIS_URL' };
     throw new Error(`REDIS_URL=${redact(process.env.REDIS_URL)} does not answer. Start that Redis, or unset REDIS_URL to use a local one.`);
   }
-  if (await reachable('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', note: 'the local Redis on 127.0.0.1:6379' };
+  const forcePrivate = process.env.FOXHUNT_DEMO_PRIVATE_REDIS === '1';
+  if (!forcePrivate && await reachable('127.0.0.1', 6379)) return { url: 'redis://127.0.0.1:6379', note: 'the local Redis on 127.0.0.1:6379' };
   if (spawnSync('redis-server', ['--version']).status === 0) {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'foxhunt-demo-redis-'));
@@ -147,6 +149,17 @@ async function main() {
   say('    npx foxhunt enqueue --config config/runs/reference.toml --epochs 100 --follow');
   say('    docker compose up    # Redis (AOF, noeviction) + dashboard + one worker per GPU');
 }
+
+// Ctrl-C or a closed pipe: still stop the worker and the private Redis.
+let interrupted = false;
+const bail = (code) => {
+  if (interrupted) return;
+  interrupted = true;
+  void stopAll().finally(() => process.exit(code));
+};
+process.on('SIGINT', () => bail(130));
+process.on('SIGTERM', () => bail(143));
+process.stdout.on('error', () => bail(1));
 
 let exitCode = 0;
 try {
