@@ -108,6 +108,7 @@ export async function finishSweep(ctx: Pick<SweepContext, 'redis' | 'keys'>, swe
     const epoch = run?.committedEpoch ?? 0;
     best = {
       runId: top.runId, params: top.params, metric: top.metric, epochs: top.epochs, configHash: top.configHash,
+      config: run?.config ?? await store.trialConfig(sweepId, top.runId),
       checkpoint: epoch > 0 ? { runId: top.runId, epoch } : null,
     };
   }

@@ -35,6 +35,8 @@ export interface BestRun {
   metric: number | null;
   epochs: number;
   configHash: string;
+  /** The full validated run config of the best trial. */
+  config: unknown;
   /** The run's latest checkpoint: `foxhunt export <runId> --epoch <epoch>` writes it out. */
   checkpoint: { runId: string; epoch: number } | null;
 }

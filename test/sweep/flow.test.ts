@@ -175,6 +175,7 @@ describe('a sweep end to end on simulated workers', () => {
     expect(done?.best?.runId).toBe(board[0]?.runId);
     expect(board[0]?.status).toBe('completed');
     expect(done?.best?.checkpoint).toEqual({ runId: board[0]?.runId, epoch: 9 });
+    expect((done?.best?.config as { agent: { lr: number } }).agent.lr).toBe(board[0]?.params['agent.lr']);
   });
 
   it('resume re-enqueues trials whose jobs were lost and finishes the sweep', async () => {
