@@ -4,6 +4,9 @@
 #   bench/gpu/env.sh            build + bench/gpu/env_check (bit-exactness vs the host, PER chi-square
 #                               at 2^21, eval metrics, collection/PER/eval timings)
 #   bench/gpu/env.sh sanitize   also compute-sanitizer memcheck + racecheck on the small config
+#   bench/gpu/env.sh all        sanitize, then build the libraries (CMake) and run this half's vitest
+#                               GPU tests (test/gpu/{env,per,eval}.test.ts); needs .gpuhost carried
+#                               (/work/shared/gpu-host/pack) for node and node_modules
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/fh-env-out}
@@ -31,11 +34,28 @@ $NVCC "${objs[@]}" -o "$BIN" 2>&1 | tee -a "$OUT/build.log"
 echo "build: $(( $(date +%s) - t0 )) s"
 "$BIN" 2>&1 | tee "$OUT/env_check.log"
 rc=${PIPESTATUS[0]}
-if [[ ${1:-} == sanitize ]]; then
+if [[ ${1:-} == sanitize || ${1:-} == all ]]; then
   for tool in memcheck racecheck; do
     FH_ENV_CHECK_SMALL=1 compute-sanitizer --tool $tool --print-limit 20 "$BIN" > "$OUT/sanitize_$tool.log" 2>&1
     echo "compute-sanitizer $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log" | tail -1)"
   done
+fi
+if [[ ${1:-} == all ]]; then
+  t1=$(date +%s)
+  if cmake -S native -B native/build -DCMAKE_BUILD_TYPE=Release > "$OUT/lib_build.log" 2>&1 &&
+     cmake --build native/build -j"$(nproc)" >> "$OUT/lib_build.log" 2>&1 && [[ -f native/build/libfoxhunt_cuda.so ]]; then
+    echo "library build: ok ($(( $(date +%s) - t1 )) s)"
+    # shellcheck disable=SC1091
+    source .gpuhost/boot.sh > /dev/null
+    npx vitest run --config vitest.gpu.config.ts test/gpu/env.test.ts test/gpu/per.test.ts test/gpu/eval.test.ts \
+      > "$OUT/vitest_gpu.log" 2>&1
+    vrc=$?
+    echo "vitest (env, per, eval): rc=$vrc"
+    grep -E "✓|✗|×|FAIL|Tests |Test Files|Error" "$OUT/vitest_gpu.log" | head -30
+    [[ $vrc == 0 ]] || rc=$vrc
+  else
+    echo "library build: FAILED"; tail -30 "$OUT/lib_build.log"; rc=1
+  fi
 fi
 echo "---- summary ----"
 grep -E "^\s+\[(PASS|FAIL)\]|^TABLE|^RESULT" "$OUT/env_check.log"
