@@ -88,9 +88,12 @@ export interface BenchOptions {
   libDir?: string;
 }
 
+/** The checkout's commit, or $FOXHUNT_COMMIT where there is no git (a copied tree on a GPU host). */
 function gitCommit(): string | null {
   const r = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : null;
+  if (r.status === 0) return r.stdout.trim();
+  const fromEnv = process.env['FOXHUNT_COMMIT'];
+  return fromEnv !== undefined && fromEnv !== '' ? fromEnv : null;
 }
 
 export async function runBench(opts: BenchOptions): Promise<BenchResult> {
@@ -160,22 +163,35 @@ function fmt(v: number | null, digits = 1): string {
   return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
+/** Milliseconds with at least 3 significant digits (a tiny floor is microseconds). */
+function ms(v: number | null): string {
+  if (v === null || !Number.isFinite(v)) return 'n/a';
+  if (v === 0 || Math.abs(v) >= 1) return fmt(v, 2);
+  return v.toPrecision(3);
+}
+
+/** A FLOP rate in the unit that reads best. */
+function rate(flopsPerS: number): string {
+  if (!Number.isFinite(flopsPerS)) return 'n/a';
+  return flopsPerS >= 1e12 ? `${fmt(flopsPerS / 1e12, 2)} TFLOP/s` : `${fmt(flopsPerS / 1e9, 2)} GFLOP/s`;
+}
+
 /** The human table (SPEC §7). */
 export function formatBench(r: BenchResult): string {
   const rows: [string, string][] = [
-    ['collect ms', fmt(r.collect_ms, 2)],
-    ['train ms', fmt(r.train_ms, 2)],
-    ['eval ms', fmt(r.eval_ms, 2)],
-    ['epoch ms', fmt(r.epoch_ms, 2)],
-    ['epoch ms (wall, JS side)', fmt(r.wall_epoch_ms, 2)],
+    ['collect ms', ms(r.collect_ms)],
+    ['train ms', ms(r.train_ms)],
+    ['eval ms', ms(r.eval_ms)],
+    ['epoch ms', ms(r.epoch_ms)],
+    ['epoch ms (wall, JS side)', ms(r.wall_epoch_ms)],
     ['env steps/s', fmt(r.env_steps_per_s, 0)],
     ['samples/s', fmt(r.samples_per_s, 0)],
     ['host syncs/epoch', fmt(r.host_syncs_per_epoch, 0)],
     ['GFLOP/epoch', fmt(r.gflop_per_epoch, 3)],
-    ['achieved', r.backend === 'cuda' ? `${fmt(r.tflops_achieved, 2)} TFLOP/s` : `${fmt(r.gflops_achieved, 2)} GFLOP/s`],
+    ['achieved', rate(r.gflops_achieved * 1e9)],
     ['floor', r.floor_ms === null
       ? `n/a (${r.peak_source})`
-      : `${fmt(r.floor_ms, 2)} ms at ${fmt(r.peak_tflops, 0)} TFLOP/s (${r.peak_source}); epoch = ${fmt(r.epoch_ms / r.floor_ms, 1)} x floor`],
+      : `${ms(r.floor_ms)} ms at ${String(r.peak_tflops)} TFLOP/s (${r.peak_source}); epoch = ${fmt(r.epoch_ms / r.floor_ms, 1)} x floor`],
   ];
   const width = Math.max(...rows.map(([k]) => k.length));
   return [
