@@ -40,22 +40,38 @@ export type EpochsJobResult =
   | { outcome: 'completed'; runId: string; epochs: number }
   | { outcome: 'cancelled' | 'pruned'; runId: string; epochs: number };
 
-type TrialHook = (args: { redis: Redis; runId: string; sweepId: string; epoch: number; scalars: Scalars }) => Promise<'continue' | 'stop'>;
+interface SweepHooks {
+  onTrialEpoch(args: { redis: Redis; keys: Keys; runId: string; sweepId: string; epoch: number; scalars: Scalars }): Promise<'continue' | 'stop'>;
+  onTrialEnd?(args: { redis: Redis; keys: Keys; runId: string; sweepId: string; status: 'failed' | 'completed' }): Promise<void>;
+  closeHooks?(): Promise<void>;
+}
 
-let trialHook: TrialHook | null | undefined;
+let sweepHooks: SweepHooks | null | undefined;
 
-/** src/sweep/hooks.ts onTrialEpoch, when that module exists. */
-async function loadTrialHook(log: Logger): Promise<TrialHook | null> {
-  if (trialHook !== undefined) return trialHook;
+/** src/sweep/hooks.ts (onTrialEpoch, onTrialEnd), when that module exists. */
+async function loadSweepHooks(log: Logger): Promise<SweepHooks | null> {
+  if (sweepHooks !== undefined) return sweepHooks;
   try {
     const spec = '../src/sweep/hooks.js';
-    const mod = (await import(spec)) as { onTrialEpoch?: TrialHook };
-    trialHook = typeof mod.onTrialEpoch === 'function' ? mod.onTrialEpoch : null;
+    const mod = (await import(spec)) as Partial<SweepHooks>;
+    sweepHooks = typeof mod.onTrialEpoch === 'function' ? mod as SweepHooks : null;
   } catch (err) {
     log.warn({ err: (err as Error).message }, 'src/sweep/hooks.ts not available: sweep trials run without pruning');
-    trialHook = null;
+    sweepHooks = null;
   }
-  return trialHook;
+  return sweepHooks;
+}
+
+/** Closes what the sweep hooks opened (worker shutdown). */
+export async function closeSweepHooks(): Promise<void> {
+  await sweepHooks?.closeHooks?.();
+}
+
+async function trialEnded(ctx: JobContext, runId: string, sweepId: string | null, log: Logger): Promise<void> {
+  if (sweepId === null) return;
+  const hooks = await loadSweepHooks(log);
+  await hooks?.onTrialEnd?.({ redis: ctx.redis, keys: ctx.keys, runId, sweepId, status: 'failed' })
+    .catch((err: unknown) => log.warn({ err: (err as Error).message }, 'sweep onTrialEnd failed'));
 }
 
 /** Process one epochs job. Errors come out already mapped to the retry policy. */
@@ -126,6 +142,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
         if (commit.reason === 'ended') {
           const now = await runs.require(data.runId);
           log.info({ epoch, status: now.status }, 'run ended while training; stopping');
+          if (now.status === 'cancelled') await trialEnded(ctx, data.runId, sweepId, log);
           return { outcome: now.status === 'pruned' ? 'pruned' : 'cancelled', runId: data.runId, epochs: now.committedEpoch };
         }
         log.warn({ epoch, reason: commit.reason, committedEpoch: commit.committedEpoch }, 'commit refused by the fence');
@@ -136,10 +153,11 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
       log.info({ epoch, valSharpe: scalars['val/sharpe'], ms: scalars['time/total_ms'] }, 'epoch committed');
 
       if (sweepId !== null) {
-        const hook = await loadTrialHook(log);
-        if (hook !== null && await hook({ redis: ctx.redis, runId: data.runId, sweepId, epoch, scalars }) === 'stop') {
-          log.info({ epoch }, 'sweep pruned this trial');
-          return { outcome: 'pruned', runId: data.runId, epochs: epoch };
+        const hooks = await loadSweepHooks(log);
+        if (hooks !== null && await hooks.onTrialEpoch({ redis: ctx.redis, keys: ctx.keys, runId: data.runId, sweepId, epoch, scalars }) === 'stop') {
+          const now = await runs.require(data.runId);
+          log.info({ epoch, status: now.status }, 'the sweep ended this trial');
+          return { outcome: now.status === 'pruned' ? 'pruned' : 'completed', runId: data.runId, epochs: epoch };
         }
       }
       if (epoch < data.epochs && ctx.stopping()) {
@@ -156,6 +174,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
       const attemptsLeft = (job.opts.attempts ?? 1) - job.attemptsMade - 1 > 0;
       const status = retry && attemptsLeft ? 'queued' : 'failed';
       await runs.setStatus(data.runId, status, { error: err instanceof Error ? err.message : String(err) }).catch(() => undefined);
+      if (status === 'failed') await trialEnded(ctx, data.runId, run.sweepId ?? data.sweepId ?? null, log);
     }
     throw err;
   } finally {

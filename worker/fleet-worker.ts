@@ -15,7 +15,7 @@ import { JOB_EPOCHS, JOB_PRECOMPUTE } from '../src/queue/names.js';
 import { Keys } from '../src/redis/keys.js';
 import { HEARTBEAT_EVERY_MS, removeHeartbeat, writeHeartbeat } from '../src/redis/workers.js';
 import type { WorkerState } from '../src/redis/workers.js';
-import { processEpochsJob, processPrecomputeJob } from './epochs-job.js';
+import { closeSweepHooks, processEpochsJob, processPrecomputeJob } from './epochs-job.js';
 import type { JobContext } from './epochs-job.js';
 import type { GpuInfo } from './gpu.js';
 import { startHealthServer } from './health.js';
@@ -204,6 +204,7 @@ export class FleetWorker {
     const steps: [string, () => Promise<unknown>][] = [
       ['epochs worker', async () => this.#worker?.close()],
       ['sweeps worker', async () => this.#sweepWorker?.close()],
+      ['sweep hooks', async () => closeSweepHooks()],
       ['heartbeat', async () => {
         if (this.#beat !== null) clearInterval(this.#beat);
         if (this.#redis !== null) await removeHeartbeat(this.#redis, this.#o.keys, this.workerId);
