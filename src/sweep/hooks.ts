@@ -13,7 +13,7 @@ import type { Redis } from 'ioredis';
 import { Keys } from '../redis/keys.js';
 import { RunStore } from '../redis/runs.js';
 import { bullConnection } from '../queue/connection.js';
-import { epochsQueueName } from '../queue/names.js';
+import { epochsQueueName, sweepsQueueName } from '../queue/names.js';
 import { decideAtRung, releaseTrial } from './asha.js';
 import type { RungDecision } from './asha.js';
 import { enqueueAll, finishSweep } from './runner.js';
@@ -40,6 +40,13 @@ export interface TrialEpochResult {
 }
 
 let sharedQueue: Queue | undefined;
+let sharedSweeps: Queue | undefined;
+
+/** The sweeps queue on REDIS_URL, opened once per process (the sweep job's delayed checks). */
+export function sharedSweepsQueue(): Queue {
+  sharedSweeps ??= new Queue(sweepsQueueName(), { connection: bullConnection() });
+  return sharedSweeps;
+}
 
 /** The epochs queue on REDIS_URL, opened once per process. */
 export function sharedEpochsQueue(): Queue {
@@ -47,11 +54,14 @@ export function sharedEpochsQueue(): Queue {
   return sharedQueue;
 }
 
-/** Closes the queue the hooks opened on their own (worker shutdown). */
+/** Closes the queues the hooks and the sweep processor opened on their own (worker shutdown). */
 export async function closeHooks(): Promise<void> {
-  const q = sharedQueue;
+  const queues = [sharedQueue, sharedSweeps];
   sharedQueue = undefined;
-  if (q !== undefined) await q.close();
+  sharedSweeps = undefined;
+  for (const q of queues) {
+    try { await q?.close(); } catch { /* closing the other one still matters */ }
+  }
 }
 
 function contextOf(a: { redis: Redis; keys?: Keys; queue?: Queue }): SweepContext {

@@ -6,15 +6,13 @@
  * FOXHUNT_SWEEP_CHECK_MS, default 30 s) that frees the slots of trials whose jobs failed for good
  * or were cancelled; the decisions themselves are never taken here (they are the trials' own).
  */
-import { Queue } from 'bullmq';
-import type { Job } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { FoxhuntError } from '../errors.js';
 import { Keys, RUN_ID_PATTERN } from '../redis/keys.js';
-import { bullConnection, serviceRedis } from '../queue/connection.js';
-import { sweepsQueueName } from '../queue/names.js';
-import { sharedEpochsQueue } from './hooks.js';
+import { serviceRedis } from '../queue/connection.js';
+import { sharedEpochsQueue, sharedSweepsQueue } from './hooks.js';
 import { resumeSweep } from './resume.js';
 import type { ResumeReport } from './resume.js';
 
@@ -44,8 +42,6 @@ export function checkEveryMs(): number {
   return Number.isFinite(v) && v >= 100 ? v : 30_000;
 }
 
-let sweepsQueue: Queue | undefined;
-
 /** Adds the sweep's next delayed check (one per time bucket, so duplicates collapse). */
 export async function scheduleCheck(queue: Queue, sweepId: string, everyMs = checkEveryMs(), now = Date.now()): Promise<void> {
   const bucket = Math.floor(now / everyMs) + 1;
@@ -60,10 +56,7 @@ export async function processSweepJob(job: Pick<Job, 'data'>, opts: { redis?: Re
   const redis = opts.redis ?? serviceRedis();
   try {
     const report = await resumeSweep({ redis, keys: opts.keys ?? new Keys(), queue: opts.queue ?? sharedEpochsQueue() }, data.sweepId);
-    if (report.status === 'running') {
-      sweepsQueue ??= opts.sweepsQueue === undefined ? new Queue(sweepsQueueName(), { connection: bullConnection() }) : undefined;
-      await scheduleCheck(opts.sweepsQueue ?? (sweepsQueue as Queue), data.sweepId);
-    }
+    if (report.status === 'running') await scheduleCheck(opts.sweepsQueue ?? sharedSweepsQueue(), data.sweepId);
     return report;
   } finally {
     if (opts.redis === undefined) await redis.quit();
