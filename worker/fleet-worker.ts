@@ -13,6 +13,7 @@ import type { Server } from 'node:http';
 import { bullConnection, checkEvictionPolicy, redactUrl, serviceRedis } from '../src/queue/connection.js';
 import { JOB_EPOCHS, JOB_PRECOMPUTE } from '../src/queue/names.js';
 import { Keys } from '../src/redis/keys.js';
+import { RunStore } from '../src/redis/runs.js';
 import { HEARTBEAT_EVERY_MS, removeHeartbeat, writeHeartbeat } from '../src/redis/workers.js';
 import type { WorkerState } from '../src/redis/workers.js';
 import { closeSweepHooks, processEpochsJob, processPrecomputeJob } from './epochs-job.js';
@@ -37,7 +38,7 @@ export interface FleetWorkerOptions {
   log: Logger;
 }
 
-type SweepProcessor = (job: Job) => Promise<unknown>;
+type SweepProcessor = (job: Job, opts: { redis?: Redis; keys?: Keys }) => Promise<unknown>;
 
 export class FleetWorker {
   readonly workerId: string;
@@ -106,7 +107,10 @@ export class FleetWorker {
       autorun: true,
     });
     this.#worker.on('error', (err) => this.#log.warn({ err: err.message }, 'queue worker error'));
-    this.#worker.on('failed', (job, err) => this.#log.warn({ jobId: job?.id, err: err.message, attemptsMade: job?.attemptsMade }, 'job failed'));
+    this.#worker.on('failed', (job, err) => {
+      this.#log.warn({ jobId: job?.id, err: err.message, attemptsMade: job?.attemptsMade }, 'job failed');
+      if (job !== undefined) void this.#markFailedForGood(job, err);
+    });
     this.#worker.on('completed', (job) => this.#log.info({ jobId: job.id, result: job.returnvalue as unknown }, 'job completed'));
 
     await this.#startSweeps();
@@ -130,7 +134,8 @@ export class FleetWorker {
       return;
     }
     const fn = processSweepJob;
-    this.#sweepWorker = new Worker(this.#o.sweepsQueue, async (job) => fn(job), {
+    const redis = this.#redis;
+    this.#sweepWorker = new Worker(this.#o.sweepsQueue, async (job) => fn(job, redis !== null ? { redis, keys: this.#o.keys } : { keys: this.#o.keys }), {
       connection: bullConnection(this.#o.url), concurrency: 1, lockDuration: this.#o.lockMs, stalledInterval: this.#o.stalledMs,
     });
     this.#sweepWorker.on('error', (err) => this.#log.warn({ err: err.message }, 'sweeps worker error'));
@@ -149,6 +154,28 @@ export class FleetWorker {
       const message = err instanceof Error ? err.message : String(err);
       if (/^\[(TRAINER_CRASHED|DEVICE_FAULT)\]/.test(message)) await this.#fault(message);
       throw err;
+    }
+  }
+
+  /**
+   * A job that failed for good without passing through the processor's error path (e.g. stalled
+   * too often after its worker died) must not leave its run 'running' forever.
+   */
+  async #markFailedForGood(job: Job, err: Error): Promise<void> {
+    const redis = this.#redis;
+    if (redis === null || job.name !== JOB_EPOCHS) return;
+    const attempts = job.opts.attempts ?? 1;
+    if (err.name !== 'UnrecoverableError' && job.attemptsMade < attempts) return;
+    const runId = (job.data as { runId?: unknown }).runId;
+    if (typeof runId !== 'string') return;
+    try {
+      const runs = new RunStore(redis, this.#o.keys);
+      const run = await runs.get(runId);
+      if (run !== null && run.jobId === job.id && (run.status === 'running' || run.status === 'queued')) {
+        await runs.setStatus(runId, 'failed', { error: err.message });
+      }
+    } catch (e) {
+      this.#log.warn({ err: (e as Error).message, runId }, 'could not mark the run failed');
     }
   }
 
