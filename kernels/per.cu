@@ -1,8 +1,8 @@
 /*
  * per.cu — prioritised replay on the device (DESIGN §6; layout in native/src/cuda/replay.h).
  *
- *   tree_rebuild      n_top blocks x 1024: leaves -> l1 (32 leaves each) -> l2 -> l3 (=), then the
- *                     last block to finish sums l3 -> total, count (=). Drift-free: every level is
+ *   tree_rebuild      padded/8192 blocks x 256: leaves -> l1 (32 leaves each) -> l2 (=); the last
+ *                     block to finish sums l2 -> l3 -> total, count (=). Drift-free: every level is
  *                     recomputed from its children each time; fixed summation order (deterministic).
  *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild
  *   per_sample        one warp per sample: u = fh_per_stratum_u(total, j, B, philox(seed, j, step,
@@ -17,19 +17,20 @@
 #include "../native/src/cuda/replay.h" /* first: foxhunt.h before the math headers */
 #include "per.cuh"
 
-#define FH_REBUILD_THREADS 1024 /* one l1 node per thread: 32 * 1024 = FH_TREE_BLOCK_LEAVES leaves */
+#define FH_REBUILD_THREADS 256 /* one l1 node per thread, one l2 node per warp: 8192 leaves per block */
 #define FH_SAMPLE_WARPS 8
 #define FH_SMALL_BLOCK 256
 
 /* ---------------------------------------------------------------- rebuild */
 
 static __global__ void __launch_bounds__(FH_REBUILD_THREADS)
-tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, double* __restrict__ l2,
-                    double* l3, int64_t* cnt3, double* total, int64_t* count, unsigned int* ticket, int32_t n_top) {
-  __shared__ double s_sum[32];
-  __shared__ int32_t s_cnt[32];
+tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, double* l2, int32_t* cnt2, double* l3,
+                    int64_t* cnt3, double* total, int64_t* count, unsigned int* ticket, int32_t n_top) {
+  __shared__ double s_sum[FH_REBUILD_THREADS / 32];
+  __shared__ int64_t s_cnt[FH_REBUILD_THREADS / 32];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nw = FH_REBUILD_THREADS / 32;
   const int64_t node1 = (int64_t)blockIdx.x * FH_REBUILD_THREADS + tid;
   /* l1: 32 consecutive leaves, 8 x 16-byte loads, summed in order */
   const float4* src = reinterpret_cast<const float4*>(leaf + node1 * FH_TREE_FANOUT);
@@ -50,59 +51,58 @@ tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, dou
     cnt += __shfl_xor_sync(0xffffffffu, cnt, o);
   }
   if (lane == 0) {
-    l2[(int64_t)blockIdx.x * 32 + warp] = sum;
-    s_sum[warp] = sum;
-    s_cnt[warp] = cnt;
+    const int64_t node2 = (int64_t)blockIdx.x * nw + warp;
+    l2[node2] = sum;
+    cnt2[node2] = cnt;
+    __threadfence(); /* visible to the last block before the ticket below */
   }
   __syncthreads();
-  /* l3: the block's 32 l2 nodes */
-  if (warp == 0) {
-    double s3 = s_sum[lane];
-    int64_t c3 = s_cnt[lane];
+  if (tid == 0) {
+    const unsigned int t = atomicAdd(ticket, 1u);
+    s_last = (t == gridDim.x - 1);
+  }
+  __syncthreads();
+  if (!s_last) return;
+  /* last block: l3 from l2 (one warp per l3 node), then total and count over l3; fixed orders */
+  __threadfence();
+  for (int32_t k3 = warp; k3 < n_top; k3 += nw) {
+    double s3 = __ldcg(l2 + (int64_t)k3 * FH_TREE_FANOUT + lane);
+    int64_t c3 = __ldcg(cnt2 + (int64_t)k3 * FH_TREE_FANOUT + lane);
     for (int o = 16; o > 0; o >>= 1) {
       s3 += __shfl_xor_sync(0xffffffffu, s3, o);
       c3 += __shfl_xor_sync(0xffffffffu, c3, o);
     }
     if (lane == 0) {
-      l3[blockIdx.x] = s3;
-      cnt3[blockIdx.x] = c3;
-      __threadfence();
-      const unsigned int t = atomicAdd(ticket, 1u);
-      s_last = (t == (unsigned int)n_top - 1);
+      l3[k3] = s3;
+      cnt3[k3] = c3;
     }
   }
-  __syncthreads();
-  if (!s_last) return;
-  /* last block: total and count over l3, fixed order (per-thread strided, then butterfly) */
-  __threadfence();
+  __syncthreads(); /* l3 written by this block: visible to it after the barrier */
   double ts = 0.0;
   int64_t tc = 0;
   for (int32_t i = tid; i < n_top; i += FH_REBUILD_THREADS) {
-    ts += __ldcg(l3 + i);
-    tc += __ldcg(reinterpret_cast<const long long*>(cnt3) + i);
+    ts += l3[i];
+    tc += cnt3[i];
   }
   for (int o = 16; o > 0; o >>= 1) {
     ts += __shfl_xor_sync(0xffffffffu, ts, o);
     tc += __shfl_xor_sync(0xffffffffu, tc, o);
   }
-  __shared__ int64_t s_cnt64[32];
   if (lane == 0) {
     s_sum[warp] = ts;
-    s_cnt64[warp] = tc;
+    s_cnt[warp] = tc;
   }
   __syncthreads();
-  if (warp == 0) {
-    ts = s_sum[lane];
-    tc = s_cnt64[lane];
-    for (int o = 16; o > 0; o >>= 1) {
-      ts += __shfl_xor_sync(0xffffffffu, ts, o);
-      tc += __shfl_xor_sync(0xffffffffu, tc, o);
+  if (tid == 0) {
+    double t_sum = 0.0;
+    int64_t t_cnt = 0;
+    for (int w = 0; w < nw; ++w) {
+      t_sum += s_sum[w];
+      t_cnt += s_cnt[w];
     }
-    if (lane == 0) {
-      *total = ts;
-      *count = tc;
-      *ticket = 0u; /* ready for the next rebuild (graph replays) */
-    }
+    *total = t_sum;
+    *count = t_cnt;
+    *ticket = 0u; /* ready for the next rebuild (graph replays) */
   }
 }
 
@@ -253,8 +253,9 @@ static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict_
 /* ---------------------------------------------------------------- launchers */
 
 fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) {
-  tree_rebuild_kernel<<<t.n_top, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.l2, t.l3, t.cnt3, t.total, t.count,
-                                                             t.ticket, t.n_top);
+  const unsigned blocks = (unsigned)(t.padded / ((int64_t)FH_REBUILD_THREADS * FH_TREE_FANOUT));
+  tree_rebuild_kernel<<<blocks, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.l2, t.cnt2, t.l3, t.cnt3, t.total,
+                                                            t.count, t.ticket, t.n_top);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -10,8 +10,8 @@
  *   l2     (padded / 1024)     double
  *   l3     (padded / 32768)    double   (n_top nodes; 64 at capacity 2^21)
  *   total, count               double / int64 (leaves > 0)
- * padded = capacity rounded up to 32768. A rebuild is ONE launch (each block sums 32768 leaves into
- * l1/l2/l3; the last block to finish sums l3 into total/count): 8 MB read at 2^21.
+ * padded = capacity rounded up to 32768. A rebuild is ONE launch (each block sums 8192 leaves into
+ * l1/l2; the last block to finish sums l2 into l3 and total/count): 8 MB read at 2^21.
  *
  * Train step, all graph-capturable, on one stream:
  *   fh_launch_per_sample(r, b, B, seed, train_step, beta...)  slots + IS weights (2 launches)
@@ -36,6 +36,7 @@ struct fh_cuda_sumtree {
   float* leaf;           /* (padded) p^alpha, pad leaves 0 */
   double* l1;            /* (padded / 32) */
   double* l2;            /* (padded / 1024) */
+  int32_t* cnt2;         /* (padded / 1024) leaves > 0 under each l2 node */
   double* l3;            /* (n_top) */
   int64_t* cnt3;         /* (n_top) leaves > 0 under each l3 node */
   double* total;         /* (1) sum of all leaves */

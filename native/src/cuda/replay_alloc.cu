@@ -16,6 +16,7 @@ static fh_status tree_alloc(fh_cuda_sumtree* t) {
   FH_ALLOC_ZERO(t->leaf, sizeof(float) * (size_t)t->padded);
   FH_ALLOC_ZERO(t->l1, sizeof(double) * (size_t)(t->padded / FH_TREE_FANOUT));
   FH_ALLOC_ZERO(t->l2, sizeof(double) * (size_t)(t->padded / (FH_TREE_FANOUT * FH_TREE_FANOUT)));
+  FH_ALLOC_ZERO(t->cnt2, sizeof(int32_t) * (size_t)(t->padded / (FH_TREE_FANOUT * FH_TREE_FANOUT)));
   FH_ALLOC_ZERO(t->l3, sizeof(double) * (size_t)t->n_top);
   FH_ALLOC_ZERO(t->cnt3, sizeof(int64_t) * (size_t)t->n_top);
   FH_ALLOC_ZERO(t->total, sizeof(double));
@@ -40,6 +41,7 @@ void fh_cuda_sumtree_free(fh_cuda_sumtree* t) {
   cudaFree(t->leaf);
   cudaFree(t->l1);
   cudaFree(t->l2);
+  cudaFree(t->cnt2);
   cudaFree(t->l3);
   cudaFree(t->cnt3);
   cudaFree(t->total);
