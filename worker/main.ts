@@ -79,9 +79,10 @@ async function main(): Promise<number> {
     }
   }
 
+  let backend: 'cpu' | 'cuda' = gpu !== null ? 'cuda' : 'cpu';
   if (gpu !== null && !libraryExists('cuda')) {
-    log.warn({ lib: libraryPath('cuda') }, 'a GPU is visible but the CUDA library is not built (npm run build:native): using the CPU backend');
-    gpu = null;
+    log.warn({ lib: libraryPath('cuda'), gpu: gpu.index }, 'the CUDA library is not built (npm run build:native): this GPU\'s worker uses the CPU backend');
+    backend = 'cpu';
   }
 
   const worker = new FleetWorker({
@@ -90,7 +91,7 @@ async function main(): Promise<number> {
     epochsQueue: epochsQueueName(),
     sweepsQueue: sweepsQueueName(),
     gpu,
-    backend: gpu !== null ? 'cuda' : 'cpu',
+    backend,
     healthPort,
     healthHost: opts.healthHost,
     lockMs: envInt('FOXHUNT_LOCK_MS', 30_000),

@@ -1,6 +1,7 @@
 /**
  * `foxhunt-worker --gpus all`: one worker process per visible GPU (`--gpu N`), each restarted
  * with backoff when it dies; SIGTERM/SIGINT are passed on and the supervisor exits when all have.
+ * Health ports: worker on GPU i listens on P + i (P = --health-port, default 9464).
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -20,7 +21,7 @@ export async function supervise(gpus: GpuInfo[], passArgs: string[], healthPort:
 
   const startOne = (gpu: GpuInfo): void => {
     const args = ['--import', 'tsx', MAIN, '--gpu', String(gpu.index), ...passArgs];
-    if (healthPort !== null) args.push('--health-port', healthPort === 0 ? '0' : String(healthPort + gpu.index));
+    args.push('--health-port', healthPort === null ? '-1' : healthPort === 0 ? '0' : String(healthPort + gpu.index));
     const child = spawn(process.execPath, args, { stdio: 'inherit', env: process.env });
     children.set(gpu.index, child);
     log.info({ gpu: gpu.index, pid: child.pid }, 'started worker');
