@@ -230,6 +230,15 @@ FH_API fh_status fh_trainer_loss_grad(fh_trainer* t, int32_t n, const float* obs
                                       const float* ret, const float* disc, const float* next_obs,
                                       const float* weight, double* loss, float* grad, float* td_out);
 
+/* Replay as train step `draw` sees it (stratified PER sample of n, n-step assembly at sample time,
+ * observations gathered by index), without training or touching any state. Outputs (only slot is
+ * required): slot (n), next_slot (n) slot of s', obs (n, D), act (n, 3), ret (n), disc (n),
+ * next_obs (n, D), weight (n). FH_ERR_INVALID_ARGUMENT when nothing is sampleable yet; a backend
+ * without it returns FH_ERR_UNSUPPORTED. (Added for the replay tests.) */
+FH_API fh_status fh_trainer_replay_sample(fh_trainer* t, int32_t n, uint64_t draw, float beta, int64_t* slot,
+                                          int64_t* next_slot, float* obs, int32_t* act, float* ret, float* disc,
+                                          float* next_obs, float* weight);
+
 /* Greedy Q of the online network: obs (n, D) -> q (n, sum(branch_sizes)) expected Q values. */
 FH_API fh_status fh_trainer_q_values(fh_trainer* t, int32_t n, const float* obs, float* q);
 

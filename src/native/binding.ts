@@ -373,6 +373,8 @@ const PROTOTYPES = {
   fh_trainer_loss_grad:
     'fh_status fh_trainer_loss_grad(fh_trainer *t, int32_t n, const float *obs, const int32_t *act, const float *ret, const float *disc, const float *next_obs, const float *weight, _Out_ double *loss, float *grad, float *td_out)',
   fh_trainer_q_values: 'fh_status fh_trainer_q_values(fh_trainer *t, int32_t n, const float *obs, float *q)',
+  fh_trainer_replay_sample:
+    'fh_status fh_trainer_replay_sample(fh_trainer *t, int32_t n, uint64_t draw, float beta, int64_t *slot, int64_t *next_slot, float *obs, int32_t *act, float *ret, float *disc, float *next_obs, float *weight)',
   fh_per_create: 'fh_status fh_per_create(int64_t capacity, float alpha, uint64_t seed, _Out_ fh_per **out)',
   fh_per_destroy: 'void fh_per_destroy(fh_per *p)',
   fh_per_set: 'fh_status fh_per_set(fh_per *p, int64_t n, const int64_t *idx, const float *priority)',
@@ -417,6 +419,11 @@ export interface NativeFunctions {
     nextObs: Float32Array, weight: Float32Array, loss: OutScalar<number>, grad: Nullable<Float32Array>, tdOut: Nullable<Float32Array>,
   ): FhStatusCode;
   fh_trainer_q_values(t: TrainerHandle, n: number, obs: Float32Array, q: Float32Array): FhStatusCode;
+  fh_trainer_replay_sample(
+    t: TrainerHandle, n: number, draw: Int64, beta: number, slot: BigInt64Array, nextSlot: Nullable<BigInt64Array>,
+    obs: Nullable<Float32Array>, act: Nullable<Int32Array>, ret: Nullable<Float32Array>, disc: Nullable<Float32Array>,
+    nextObs: Nullable<Float32Array>, weight: Nullable<Float32Array>,
+  ): FhStatusCode;
   fh_per_create(capacity: Int64, alpha: number, seed: Int64, out: OutScalar<PerHandle | null>): FhStatusCode;
   fh_per_destroy(p: PerHandle | null): void;
   fh_per_set(p: PerHandle, n: Int64, idx: BigInt64Array, priority: Float32Array): FhStatusCode;

@@ -119,12 +119,9 @@ static void q_stats(fh_trainer* t, int32_t B, double out[5]) {
   if (out[4] < 0.0) out[4] = 0.0;
 }
 
-fh_status fh_cpu_train_step(fh_trainer* t, double* loss_out, double* gnorm_out, bool want_q, double q_out[5]) {
+void fh_cpu_sample_batch(fh_trainer* t, int32_t B, uint64_t draw, float beta, fh_batch& bt) {
   const fh_config& c = t->cfg;
-  const int32_t B = t->batch;
   const int32_t D = t->D;
-  const uint64_t g = t->train_step;
-  fh_batch& bt = t->bt;
   bt.B = B;
   bt.obs.resize((size_t)B * D);
   bt.next_obs.resize((size_t)B * D);
@@ -133,22 +130,32 @@ fh_status fh_cpu_train_step(fh_trainer* t, double* loss_out, double* gnorm_out, 
   bt.disc.resize((size_t)B);
   bt.weight.resize((size_t)B);
   bt.slot.resize((size_t)B);
-  t->td.resize((size_t)B);
-
-  /* sample and gather */
-  const float beta = fh_per_beta(c.per_beta_start, c.per_beta_end, c.per_beta_steps, (int64_t)g);
-  t->per.sample(B, c.seed, g, beta, bt.slot.data(), bt.weight.data());
+  bt.next_slot.resize((size_t)B);
+  t->per.sample(B, c.seed, draw, beta, bt.slot.data(), bt.weight.data());
   const fh_replay_view v = t->replay_view();
   t->pool->run(B, [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
       const int64_t slot = bt.slot[(size_t)j];
       int64_t next = 0;
       fh_replay_nstep(v, slot, c.n_step, c.gamma, &bt.ret[(size_t)j], &bt.disc[(size_t)j], &next);
+      bt.next_slot[(size_t)j] = next;
       for (int d = 0; d < 3; ++d) bt.act[(size_t)j * 3 + d] = v.act[slot * 3 + d];
       fh_obs_from(t->mv, c.window, v.bar[slot], v.account + slot * FH_ACCOUNT_FEATURES, bt.obs.data() + j * D);
       fh_obs_from(t->mv, c.window, v.bar[next], v.account + next * FH_ACCOUNT_FEATURES, bt.next_obs.data() + j * D);
     }
-  });
+  }, 4 * (int64_t)D);
+}
+
+fh_status fh_cpu_train_step(fh_trainer* t, double* loss_out, double* gnorm_out, bool want_q, double q_out[5]) {
+  const fh_config& c = t->cfg;
+  const int32_t B = t->batch;
+  const uint64_t g = t->train_step;
+  fh_batch& bt = t->bt;
+  t->td.resize((size_t)B);
+
+  /* sample and gather */
+  const float beta = fh_per_beta(c.per_beta_start, c.per_beta_end, c.per_beta_steps, (int64_t)g);
+  fh_cpu_sample_batch(t, B, g, beta, bt);
 
   /* loss, gradient, clip */
   const double loss = fh_cpu_loss_grad(t, bt, t->G.data(), t->td.data());

@@ -139,3 +139,29 @@ extern "C" FH_API fh_status fh_trainer_q_values(fh_trainer* t, int32_t n, const 
     return bad(t, FH_ERR_OUT_OF_MEMORY, "q_values: out of host memory");
   }
 }
+
+extern "C" FH_API fh_status fh_trainer_replay_sample(fh_trainer* t, int32_t n, uint64_t draw, float beta, int64_t* slot,
+                                                     int64_t* next_slot, float* obs, int32_t* act, float* ret,
+                                                     float* disc, float* next_obs, float* weight) {
+  if (t == NULL) return FH_ERR_INVALID_ARGUMENT;
+  if (n < 1 || n > (1 << 20)) return bad(t, FH_ERR_INVALID_ARGUMENT, "replay_sample: n must be in [1, 1048576]");
+  if (slot == NULL) return bad(t, FH_ERR_INVALID_ARGUMENT, "replay_sample: slot is NULL");
+  if (!(beta >= 0.0f && beta <= 1.0f)) return bad(t, FH_ERR_INVALID_ARGUMENT, "replay_sample: beta must be in [0, 1]");
+  if (!(t->per.total() > 0.0)) return bad(t, FH_ERR_INVALID_ARGUMENT, "replay_sample: no complete transition in replay yet");
+  try {
+    fh_batch b;
+    fh_cpu_sample_batch(t, n, draw, beta, b);
+    const size_t D = (size_t)t->D;
+    memcpy(slot, b.slot.data(), sizeof(int64_t) * (size_t)n);
+    if (next_slot) memcpy(next_slot, b.next_slot.data(), sizeof(int64_t) * (size_t)n);
+    if (obs) memcpy(obs, b.obs.data(), sizeof(float) * (size_t)n * D);
+    if (act) memcpy(act, b.act.data(), sizeof(int32_t) * (size_t)n * 3);
+    if (ret) memcpy(ret, b.ret.data(), sizeof(float) * (size_t)n);
+    if (disc) memcpy(disc, b.disc.data(), sizeof(float) * (size_t)n);
+    if (next_obs) memcpy(next_obs, b.next_obs.data(), sizeof(float) * (size_t)n * D);
+    if (weight) memcpy(weight, b.weight.data(), sizeof(float) * (size_t)n);
+    return FH_OK;
+  } catch (const std::bad_alloc&) {
+    return bad(t, FH_ERR_OUT_OF_MEMORY, "replay_sample: out of host memory");
+  }
+}

@@ -31,6 +31,7 @@ struct fh_batch {
   std::vector<int32_t> act;         /* (B, 3) */
   std::vector<float> ret, disc, weight;
   std::vector<int64_t> slot;        /* replay slots (train step only) */
+  std::vector<int64_t> next_slot;   /* the slot of s' (n rows later) */
 };
 
 struct fh_trainer {
@@ -92,6 +93,9 @@ struct fh_trainer {
 /* Loss and gradient of the online net on bt (obs, act, ret, disc, next_obs, weight).
  * grad (may be NULL) gets d(loss)/dP (=); td (B) the priority signal; returns the batch loss. */
 double fh_cpu_loss_grad(fh_trainer* t, const fh_batch& bt, float* grad, float* td);
+/* Stratified PER sample of B transitions for `draw` (the train step), gathered: obs, act, n-step
+ * ret/disc, next_obs, weights, slots. */
+void fh_cpu_sample_batch(fh_trainer* t, int32_t B, uint64_t draw, float beta, fh_batch& bt);
 /* One train step (sample, loss, clip, Adam, priorities, target). Fills loss and pre-clip norm. */
 fh_status fh_cpu_train_step(fh_trainer* t, double* loss, double* gnorm, bool qstats, double q_out[5]);
 int32_t fh_cpu_auto_batch(const fh_config* cfg, const fh_layout& L);

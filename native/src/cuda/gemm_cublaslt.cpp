@@ -11,6 +11,7 @@
 
 #include <cublasLt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <map>
@@ -80,6 +81,62 @@ void fh_gemm_destroy(fh_gemm* g) {
 
 static cudaDataType_t cdt(fh_dtype t) { return t == FH_BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
+/* Autotuning: the heuristic's top kMaxCandidates algorithms are timed once per shape (eagerly, at the
+ * trainer's warm-up) and the fastest kept. The choice is cached process-wide by shape so every
+ * trainer of a process uses the same algorithm (graph on/off comparisons stay bit-exact).
+ * FH_GEMM_AUTOTUNE=0 keeps the heuristic's first choice. */
+static constexpr int kMaxCandidates = 8;
+static std::mutex g_tuned_mu;
+static std::map<PlanKey, int> g_tuned;  /* shape -> index into the heuristic's list */
+
+static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublasLtMatmulHeuristicResult_t* res, int found,
+                           const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops) {
+  {
+    std::lock_guard<std::mutex> lock(g_tuned_mu);
+    auto it = g_tuned.find(key);
+    if (it != g_tuned.end()) {
+      if (it->second < found) p.algo = res[it->second].algo;
+      return FH_OK;
+    }
+  }
+  int best = 0;
+  const char* env = getenv("FH_GEMM_AUTOTUNE");
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(s, &cs);
+  if (found > 1 && flops >= 1e8 && cs == cudaStreamCaptureStatusNone && !(env && env[0] == '0')) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    const float alpha = 1.0f, beta = 0.0f;
+    float best_ms = 1e30f;
+    for (int i = 0; i < found; ++i) {
+      bool ok = true;
+      for (int r = 0; r < 2 && ok; ++r)
+        ok = cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &res[i].algo, ws,
+                            kWorkspaceBytes, s) == CUBLAS_STATUS_SUCCESS;
+      if (!ok) continue;
+      cudaEventRecord(e0, s);
+      for (int r = 0; r < 5; ++r)
+        cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &res[i].algo, ws, kWorkspaceBytes,
+                       s);
+      cudaEventRecord(e1, s);
+      float ms = 0.0f;
+      if (cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess &&
+          ms < best_ms) {
+        best_ms = ms;
+        best = i;
+      }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGetLastError();
+    p.algo = res[best].algo;
+  }
+  std::lock_guard<std::mutex> lock(g_tuned_mu);
+  g_tuned.emplace(key, best);
+  return FH_OK;
+}
+
 /* Column-major GEMM: C(m, n) = op(A) op(B), with A stored (ta ? k x m : m x k), B (tb ? n x k : k x n). */
 static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, bool ta, bool tb, int m, int n, int k,
                           const void* A, int lda, const void* B, int ldb, void* C, fh_dtype cdtype, int ldc,
@@ -115,9 +172,10 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
     size_t wsb = kWorkspaceBytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
-    cublasLtMatmulHeuristicResult_t res[1];
+    cublasLtMatmulHeuristicResult_t res[kMaxCandidates];
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g->lt, p.op, p.a, p.b, p.c, p.c, pref, 1, res, &found);
+    cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p.op, p.a, p.b, p.c, p.c, pref, kMaxCandidates, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       snprintf(g_gemm_err, sizeof g_gemm_err,
@@ -127,6 +185,10 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
       return FH_ERR_DEVICE;
     }
     p.algo = res[0].algo;
+    if (epi != FH_EPI_NONE)
+      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS");
+    fh_status ts = pick_algo(g, key, p, res, found, A, B, C, ws, s, 2.0 * m * n * k);
+    if (ts != FH_OK) return ts;
     std::lock_guard<std::mutex> lock(g->mu);
     plan = &(g->plans[key] = p);
   }
