@@ -96,6 +96,7 @@ export async function followRun(redis: Redis, keys: Keys, runId: string, opts: F
       await new Promise((r) => setTimeout(r, pollMs));
     }
   } finally {
+    bars?.update(); // flush rows logged since the last redraw (stop() drops them)
     bars?.stop();
   }
 }
