@@ -4,11 +4,11 @@
  * next job completes; a crashing trainer process fails only its attempt, the job is retried and
  * the worker lives on; repeated crashes quarantine the worker.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Job } from 'bullmq';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { enqueueEpochs } from '../../src/queue/queues.js';
+import { enqueueEpochs, enqueuePrecompute } from '../../src/queue/queues.js';
 import { RunStore } from '../../src/redis/runs.js';
 import { listWorkers } from '../../src/redis/workers.js';
 import type { Scalars } from '../../src/trainer/scalars.js';
@@ -114,5 +114,32 @@ describe('foxhunt-worker', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect(w.log.filter((l) => /"trainer fault"/.test(l))).toHaveLength(2);
     expect(w.proc.exitCode).toBeNull();
+  });
+
+  it('a precompute job fills the fxcache; a run cancelled mid-training stops at the next epoch', async () => {
+    env = fleetEnv();
+    startWorker(env);
+    const id = await enqueuePrecompute(env.queue, { config: tinyConfig(['seed=7']) });
+    const pre = await waitUntil('precompute job', async () => {
+      const j = await Job.fromId(env.queue, id);
+      return (await j?.getState()) === 'completed' ? j : null;
+    });
+    const result = pre.returnvalue as { cacheKey: string; bars: number };
+    expect(result.bars).toBeGreaterThan(0);
+    expect(existsSync(join(env.cacheDir, `${result.cacheKey}.fxc`))).toBe(true);
+
+    const res = await enqueueEpochs(env.queue, env.redis, env.keys, { runId: 'cx', epochs: 50, config: tinyConfig() });
+    const runs = new RunStore(env.redis, env.keys);
+    await waitUntil('epoch 1', async () => (await runs.require('cx')).committedEpoch >= 1, 60_000, 20);
+    await runs.setStatus('cx', 'cancelled');
+    const job = await waitUntil('job to end', async () => {
+      const j = await Job.fromId(env.queue, res.jobId);
+      return (await j?.getState()) === 'completed' ? j : null;
+    });
+    expect((job.returnvalue as { outcome: string }).outcome).toBe('cancelled');
+    const run = await runs.require('cx');
+    expect(run.status).toBe('cancelled');
+    expect(run.committedEpoch).toBeLessThan(50);
+    expect((await runs.epochs('cx')).map((e) => e.epoch)).toEqual(Array.from({ length: run.committedEpoch }, (_, i) => i + 1));
   });
 });
