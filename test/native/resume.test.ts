@@ -63,4 +63,23 @@ describe('native checkpoint resume', () => {
       l.fh_trainer_destroy(c);
     }
   });
+
+  test('results do not depend on the thread count (1 vs 2 threads: same scalars and checkpoint)', async () => {
+    const cfg = tinyConfig(['env.n_envs=32', 'env.episode_len=20', 'train.steps_per_epoch=25', 'train.batch_size=32',
+      'agent.hidden1=48', 'agent.hidden2=40', 'agent.head_hidden=24', 'agent.atoms=5']);
+    const l = lib();
+    const m = nativeMarket(market(cfg));
+    const one = create(l, nativeConfig(cfg, { threads: 1 }), m);
+    const two = create(l, nativeConfig(cfg, { threads: 2 }), m);
+    try {
+      for (let e = 0; e < 2; e++) {
+        const [a, b] = await Promise.all([runEpochAsync(l, one), runEpochAsync(l, two)]);
+        expect(scalars(b)).toEqual(scalars(a));
+      }
+      expect(saveCheckpoint(l, two).equals(saveCheckpoint(l, one))).toBe(true);
+    } finally {
+      l.fh_trainer_destroy(one);
+      l.fh_trainer_destroy(two);
+    }
+  });
 });

@@ -20,8 +20,10 @@
 
 namespace {
 
+/* One function walks the payload for counting, writing and reading; `leaves` may be NULL when
+ * only counting (a writer with no buffer reads nothing). */
 template <typename IO, typename Tr>
-void payload(IO& io, Tr* t, std::vector<float>& leaves, float& maxp) {
+void payload(IO& io, Tr* t, float* leaves, uint64_t n_leaves, float& maxp) {
   io.val(t->epoch);
   io.val(t->env_counter);
   io.val(t->train_step);
@@ -48,7 +50,7 @@ void payload(IO& io, Tr* t, std::vector<float>& leaves, float& maxp) {
   io.arr(t->r_done.data(), t->r_done.size());
   io.arr(t->r_reward.data(), t->r_reward.size());
   io.arr(t->r_account.data(), t->r_account.size());
-  io.arr(leaves.data(), leaves.size());
+  io.arr(leaves, n_leaves);
   io.val(maxp);
 }
 
@@ -63,10 +65,9 @@ struct Restored {
 };
 
 uint64_t payload_size(fh_trainer* t) {
-  fh_ckpt_writer w;
-  std::vector<float> leaves((size_t)t->capacity);
+  fh_ckpt_writer w; /* counting mode */
   float maxp = 0.0f;
-  payload(w, t, leaves, maxp);
+  payload(w, t, (float*)NULL, (uint64_t)t->capacity, maxp);
   return w.pos;
 }
 
@@ -104,7 +105,7 @@ extern "C" FH_API fh_status fh_trainer_save_checkpoint(fh_trainer* t, uint8_t* b
     float maxp = t->per.max_priority;
     fh_ckpt_writer w;
     w.buf = buf + FH_CKPT_HEADER;
-    payload(w, t, leaves, maxp);
+    payload(w, t, leaves.data(), leaves.size(), maxp);
     fh_ckpt_write_header(buf, t->config_hash, w.pos);
     *written = FH_CKPT_HEADER + w.pos;
     return FH_OK;
@@ -144,7 +145,7 @@ static fh_status load_impl(fh_trainer* t, const uint8_t* buf, uint64_t len) {
   fh_ckpt_reader rd;
   rd.buf = pl;
   rd.len = plen;
-  payload(rd, &r, leaves, maxp);
+  payload(rd, &r, leaves.data(), leaves.size(), maxp);
   if (!rd.ok || rd.pos != plen) {
     t->err = "checkpoint: payload shorter or longer than the trainer state";
     return FH_ERR_CHECKPOINT;

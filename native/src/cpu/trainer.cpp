@@ -64,9 +64,8 @@ double fh_trainer::epsilon_now() const {
 
 void fh_cpu_greedy_actions(fh_trainer* t, const float* obs, int32_t n, int32_t* actions) {
   t->net->forward(*t->pool, t->P.data(), obs, n, t->c_eval);
-  const int32_t nact = t->net->n_actions();
   t->pool->run(n, [&](int64_t b0, int64_t b1) {
-    float q[3 * 255];
+    float q[3 * 255]; /* branch sizes are <= 255 */
     for (int64_t b = b0; b < b1; ++b) {
       t->net->q_values(t->c_eval, (int32_t)b, q);
       int32_t off = 0;
@@ -74,9 +73,8 @@ void fh_cpu_greedy_actions(fh_trainer* t, const float* obs, int32_t n, int32_t* 
         actions[b * 3 + d] = fh_argmax(q + off, t->cfg.branch_sizes[d]);
         off += t->cfg.branch_sizes[d];
       }
-      (void)nact;
     }
-  });
+  }, 64LL * t->net->NA());
 }
 
 /* ---------------------------------------------------------------------------------------------- */
