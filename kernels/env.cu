@@ -99,6 +99,8 @@ struct fh_step_args {
   float* reward;
   uint8_t* done;
   int32_t* position;
+  int64_t* cursor;
+  double* equity;
   double* pnl;
   double* cost;
 };
@@ -132,12 +134,15 @@ __device__ __forceinline__ void fh_step_one(const fh_market_view& m, const fh_en
       a.leaf[old] = *a.max_priority;
     }
   }
-  if (r.done) fh_env_reset(m, p, s, a.seed, (uint32_t)e, (uint64_t)(c + 1)); /* as the CPU backend: c + 1 */
+  /* outputs describe the step's result, before the reset (as the CPU backend's probe) */
   if (a.reward) a.reward[e] = r.reward;
   if (a.done) a.done[e] = (uint8_t)r.done;
   if (a.position) a.position[e] = s.pos;
+  if (a.cursor) a.cursor[e] = s.t;
+  if (a.equity) a.equity[e] = s.equity;
   if (a.pnl) a.pnl[e] = r.pnl;
   if (a.cost) a.cost[e] = r.cost;
+  if (r.done) fh_env_reset(m, p, s, a.seed, (uint32_t)e, (uint64_t)(c + 1)); /* as the CPU backend: c + 1 */
 }
 
 static __global__ void env_step_kernel(fh_market_view m, fh_env_params p, fh_step_args a, fh_env_state* state,
@@ -244,6 +249,8 @@ static fh_status step_args(const fh_cuda_envs& e, const fh_cuda_replay* r, fh_st
   a->reward = e.reward;
   a->done = e.done;
   a->position = e.position;
+  a->cursor = e.cursor;
+  a->equity = e.equity;
   a->pnl = e.pnl;
   a->cost = e.cost;
   return FH_OK;

@@ -96,7 +96,7 @@ int main() {
     for (int e = 0; e < N; ++e) fh_env_reset(hv, p, hs[e], cfg.seed, (uint32_t)e, 0);
     std::vector<int32_t> act(3 * N); std::vector<float> rw(N), hrw(N); std::vector<uint8_t> dn(N);
     std::vector<int32_t> pos(N); std::vector<int64_t> cur(N); std::vector<double> eq(N), cost(N);
-    bool traj_ok = true, obs_ok = true; int64_t dones = 0, stops = 0;
+    bool traj_ok = true, obs_ok = true; int64_t dones = 0;
     float* dobs; CK(cudaMalloc(&dobs, sizeof(float) * (size_t)N * D));
     std::vector<float> gobs((size_t)N * D), hob(D);
     for (int step = 0; step < a_steps; ++step) {
@@ -111,12 +111,10 @@ int main() {
       for (int e = 0; e < N; ++e) {
         fh_step_result r;
         fh_env_step(hv, p, hs[e], act[3 * e], act[3 * e + 1], act[3 * e + 2], r);
-        const double heq = hs[e].equity;
-        if (r.done) { fh_env_reset(hv, p, hs[e], cfg.seed, (uint32_t)e, (uint64_t)step + 1); ++dones; }
-        if (r.trades_closed && act[3 * e + 2] > 0 && hs[e].pos == 0) ++stops;
+        /* outputs are the step's result, before the reset */
         if (!same_bits(r.reward, rw[e]) || r.done != dn[e] || hs[e].pos != pos[e] || hs[e].t != cur[e] ||
-            !same_bits(r.cost, cost[e]) || !(r.done ? true : same_bits(heq, eq[e]))) traj_ok = false;
-        if (r.done && eq[e] != 0.0) traj_ok = false;
+            !same_bits(r.cost, cost[e]) || !same_bits(hs[e].equity, eq[e])) traj_ok = false;
+        if (r.done) { fh_env_reset(hv, p, hs[e], cfg.seed, (uint32_t)e, (uint64_t)step + 1); ++dones; }
       }
     }
     char msg[256];

@@ -71,7 +71,9 @@ struct fh_cuda_envs {
   int32_t* actions;           /* (N, 3) actions of the next step (select writes, step reads) */
   float* reward;              /* (N) last step */
   uint8_t* done;              /* (N) last step */
-  int32_t* position;          /* (N) after the last step */
+  int32_t* position;          /* (N) at the end of the last step (before a reset after done) */
+  int64_t* cursor;            /* (N) bar t at the end of the last step (before a reset) */
+  double* equity;             /* (N) $ since episode start at the end of the last step (before a reset) */
   double* pnl;                /* (N) $ of the last step */
   double* cost;               /* (N) $ paid in the last step */
 };
@@ -97,7 +99,8 @@ fh_status fh_launch_select_actions(const fh_cuda_envs& e, const float* q, int32_
                                    int32_t greedy, cudaStream_t s);
 
 /* Step every env with envs.actions (fh_env_step), then reset the envs that are done with
- * Philox counter c + 1, c = *env_step + step_in_epoch (as the CPU backend's collection). Fills reward/done/position/pnl/cost. When r != NULL also
+ * Philox counter c + 1, c = *env_step + step_in_epoch (as the CPU backend's collection). Fills
+ * reward/done/position/cursor/equity/pnl/cost (the step's result, before the reset). When r != NULL also
  * writes replay row (*env_step + step_in_epoch) (bar and account of s, actions, done, reward),
  * sets leaf(row*N+e) = 0 and leaf((row-n)*N+e) = *max_priority (DESIGN §6). The sum tree is
  * rebuilt by fh_launch_collect_end (nothing samples during collection). */

@@ -90,6 +90,8 @@ static fh_status envs_alloc(fh_cuda_envs* e) {
   FH_CUDA_TRY(cudaMalloc(&e->reward, sizeof(float) * n));
   FH_CUDA_TRY(cudaMalloc(&e->done, sizeof(uint8_t) * n));
   FH_CUDA_TRY(cudaMalloc(&e->position, sizeof(int32_t) * n));
+  FH_CUDA_TRY(cudaMalloc(&e->cursor, sizeof(int64_t) * n));
+  FH_CUDA_TRY(cudaMalloc(&e->equity, sizeof(double) * n));
   FH_CUDA_TRY(cudaMalloc(&e->pnl, sizeof(double) * n));
   FH_CUDA_TRY(cudaMalloc(&e->cost, sizeof(double) * n));
   FH_CUDA_TRY(cudaMemset(e->state, 0, sizeof(fh_env_state) * n));
@@ -129,6 +131,8 @@ void fh_cuda_envs_free(fh_cuda_envs* e) {
   cudaFree(e->reward);
   cudaFree(e->done);
   cudaFree(e->position);
+  cudaFree(e->cursor);
+  cudaFree(e->equity);
   cudaFree(e->pnl);
   cudaFree(e->cost);
   memset(e, 0, sizeof *e);

@@ -18,9 +18,9 @@
 
 /* ---------------------------------------------------------------- env (trainer forwards) */
 
-/* One env step of every env with host actions (N, 3), as fh_trainer_env_step documents: resets use
- * the current counter, which then advances by one when advance != 0 (reference.ts VecEnv). Outputs
- * may be NULL. Synchronous. */
+/* One env step of every env with host actions (N, 3), as fh_trainer_env_step documents: ended
+ * episodes reset with counter *env_step + 1, which then advances by one when advance != 0. Outputs
+ * (may be NULL) are the step's result before the reset. Synchronous. */
 fh_status fh_cuda_env_step_host(const fh_cuda_envs& e, const fh_cuda_market& m, const int32_t* actions,
                                 float* reward, uint8_t* done, int32_t* position, int64_t* cursor, double* equity,
                                 double* cost, int32_t advance, cudaStream_t s) {
@@ -33,16 +33,9 @@ fh_status fh_cuda_env_step_host(const fh_cuda_envs& e, const fh_cuda_market& m, 
   if (done) FH_CUDA_TRY(cudaMemcpyAsync(done, e.done, sizeof(uint8_t) * n, cudaMemcpyDeviceToHost, s));
   if (position) FH_CUDA_TRY(cudaMemcpyAsync(position, e.position, sizeof(int32_t) * n, cudaMemcpyDeviceToHost, s));
   if (cost) FH_CUDA_TRY(cudaMemcpyAsync(cost, e.cost, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
-  std::vector<fh_env_state> st;
-  if (cursor || equity) {
-    st.resize(n);
-    FH_CUDA_TRY(cudaMemcpyAsync(st.data(), e.state, sizeof(fh_env_state) * n, cudaMemcpyDeviceToHost, s));
-  }
+  if (cursor) FH_CUDA_TRY(cudaMemcpyAsync(cursor, e.cursor, sizeof(int64_t) * n, cudaMemcpyDeviceToHost, s));
+  if (equity) FH_CUDA_TRY(cudaMemcpyAsync(equity, e.equity, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
   FH_CUDA_TRY(cudaStreamSynchronize(s));
-  for (size_t i = 0; i < st.size(); ++i) {
-    if (cursor) cursor[i] = st[i].t;
-    if (equity) equity[i] = st[i].equity;
-  }
   return FH_OK;
 }
 

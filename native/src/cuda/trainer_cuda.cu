@@ -895,15 +895,9 @@ extern "C" FH_API fh_status fh_trainer_env_step(fh_trainer* t, const int32_t* ac
   if (done) TR_CUDA(t, cudaMemcpy(done, t->envs.done, (size_t)N, cudaMemcpyDeviceToHost), "env_step read");
   if (position) TR_CUDA(t, cudaMemcpy(position, t->envs.position, (size_t)N * 4, cudaMemcpyDeviceToHost), "env_step read");
   if (cost) TR_CUDA(t, cudaMemcpy(cost, t->envs.cost, (size_t)N * 8, cudaMemcpyDeviceToHost), "env_step read");
-  if (cursor || equity) {
-    std::vector<fh_env_state> es((size_t)N);
-    TR_CUDA(t, cudaMemcpy(es.data(), t->envs.state, (size_t)N * sizeof(fh_env_state), cudaMemcpyDeviceToHost),
-            "env_step read");
-    for (int32_t i = 0; i < N; ++i) {
-      if (cursor) cursor[i] = es[(size_t)i].t;
-      if (equity) equity[i] = es[(size_t)i].equity;
-    }
-  }
+  /* cursor and equity at the end of the step, before a reset (as the CPU backend reports them) */
+  if (cursor) TR_CUDA(t, cudaMemcpy(cursor, t->envs.cursor, (size_t)N * 8, cudaMemcpyDeviceToHost), "env_step read");
+  if (equity) TR_CUDA(t, cudaMemcpy(equity, t->envs.equity, (size_t)N * 8, cudaMemcpyDeviceToHost), "env_step read");
   return FH_OK;
 }
 
