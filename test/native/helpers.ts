@@ -112,3 +112,36 @@ export function firstMismatch(a: Typed, b: Typed): string | null {
   }
   return 'bytes differ';
 }
+
+/** The CPU checkpoint payload (native/src/cpu/state.cpp), read back for white-box tests. */
+export interface CheckpointView {
+  epoch: number; envCounter: number; trainStep: number; probeSteps: number;
+  bar: Int32Array; act: Uint8Array; done: Uint8Array; reward: Float32Array; account: Float32Array; leaf: Float32Array;
+  maxPriority: number;
+}
+
+export function parseCheckpoint(ck: Buffer, nParams: number, nEnvs: number, capacity: number): CheckpointView {
+  const C = capacity;
+  let off = 56;
+  const take = <T>(bytes: number, make: (ab: ArrayBuffer) => T): T => {
+    const copy = new Uint8Array(bytes);
+    copy.set(ck.subarray(off, off + bytes));
+    off += bytes;
+    return make(copy.buffer);
+  };
+  const counters = take(32, (ab) => new BigUint64Array(ab));
+  off += 4 * 4 * nParams + nEnvs * 72;
+  const view: CheckpointView = {
+    epoch: Number(counters[0]), envCounter: Number(counters[1]), trainStep: Number(counters[2]), probeSteps: Number(counters[3]),
+    bar: take(4 * C, (ab) => new Int32Array(ab)),
+    act: take(3 * C, (ab) => new Uint8Array(ab)),
+    done: take(C, (ab) => new Uint8Array(ab)),
+    reward: take(4 * C, (ab) => new Float32Array(ab)),
+    account: take(32 * C, (ab) => new Float32Array(ab)),
+    leaf: take(4 * C, (ab) => new Float32Array(ab)),
+    maxPriority: 0,
+  };
+  view.maxPriority = take(4, (ab) => new Float32Array(ab))[0] as number;
+  if (off !== ck.length) throw new Error(`checkpoint layout: parsed ${off} of ${ck.length} bytes`);
+  return view;
+}

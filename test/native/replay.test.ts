@@ -8,16 +8,11 @@
  */
 import { describe, expect, test } from 'vitest';
 import { FhStatus } from '../../src/native/binding.js';
-import { create, firstMismatch, info, lib, market, nativeConfig, nativeMarket, runEpoch, saveCheckpoint, tinyConfig } from './helpers.js';
+import {
+  create, firstMismatch, info, lib, market, nativeConfig, nativeMarket, parseCheckpoint, runEpoch, saveCheckpoint, tinyConfig,
+} from './helpers.js';
 
 const f = Math.fround;
-
-/** Read a typed array out of a Buffer at any offset (copies, so alignment does not matter). */
-function slice<T>(buf: Buffer, off: number, bytes: number, make: (ab: ArrayBuffer) => T): T {
-  const copy = new Uint8Array(bytes);
-  copy.set(buf.subarray(off, off + bytes));
-  return make(copy.buffer);
-}
 
 describe('native replay sampling', () => {
   test('slots, priorities, n-step returns, s\' and observations follow DESIGN §6', () => {
@@ -38,25 +33,10 @@ describe('native replay sampling', () => {
       const D = inf.obs_dim;
       const P = Number(inf.n_params);
       const C = N * rows;
-      const ck = saveCheckpoint(l, h);
-      let off = 56;
-      const counters = slice(ck, off, 32, (ab) => new BigUint64Array(ab));
-      const envCounter = Number(counters[1]);
+      const ck = parseCheckpoint(saveCheckpoint(l, h), P, N, C);
+      const envCounter = ck.envCounter;
       expect(envCounter).toBe(2 * T);
-      off += 32 + 4 * 4 * P + N * 72;
-      const bar = slice(ck, off, 4 * C, (ab) => new Int32Array(ab));
-      off += 4 * C;
-      const act = slice(ck, off, 3 * C, (ab) => new Uint8Array(ab));
-      off += 3 * C;
-      const done = slice(ck, off, C, (ab) => new Uint8Array(ab));
-      off += C;
-      const reward = slice(ck, off, 4 * C, (ab) => new Float32Array(ab));
-      off += 4 * C;
-      const account = slice(ck, off, 32 * C, (ab) => new Float32Array(ab));
-      off += 32 * C;
-      const leaf = slice(ck, off, 4 * C, (ab) => new Float32Array(ab));
-      off += 4 * C;
-      expect(off + 4).toBe(ck.length);
+      const { bar, act, done, reward, account, leaf } = ck;
 
       // the n newest rows are incomplete (leaf 0); every other row is sampleable
       const incomplete = new Set(Array.from({ length: n }, (_, k) => (envCounter - 1 - k) % rows));
