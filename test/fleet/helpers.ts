@@ -60,7 +60,7 @@ export function fleetEnv(url: string = REDIS_URL): FleetEnv {
       await Promise.all(env.workers.map((w) => w.exited));
       await queue.obliterate({ force: true }).catch(() => undefined);
       await queue.close().catch(() => undefined);
-      for (const pattern of [`${prefix}:*`, `bull:${queueName}:*`]) {
+      for (const pattern of [`${prefix}:*`, `bull:${queueName}:*`, `bull:${queueName}-sweeps:*`]) {
         let cursor = '0';
         do {
           const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
