@@ -146,4 +146,42 @@ describe('native epoch', () => {
       l.fh_trainer_destroy(h);
     }
   });
+
+  test('target network: hard copy every K train steps, Polyak with tau', () => {
+    const l = lib();
+    const cfg = tinyConfig(SMALL); // 12 train steps per epoch
+    const m = nativeMarket(market(cfg));
+    const P = (h: ReturnType<typeof create>, which: number): Float32Array => {
+      const n = Number(info(l, h).n_params);
+      const out = new Float32Array(n);
+      expect(l.fh_trainer_get_params(h, which, out, n)).toBe(FhStatus.OK);
+      return out;
+    };
+    const same = (a: Float32Array, b: Float32Array): boolean => Buffer.from(a.buffer).equals(Buffer.from(b.buffer));
+    const run = (over: Record<string, number>, check: (online: Float32Array, target: Float32Array, init: Float32Array) => void): void => {
+      const h = create(l, nativeConfig(cfg, over), m);
+      try {
+        const init = P(h, 1);
+        expect(same(init, P(h, 0))).toBe(true); // target = online at creation
+        runEpoch(l, h);
+        check(P(h, 0), P(h, 1), init);
+      } finally {
+        l.fh_trainer_destroy(h);
+      }
+    };
+    run({ target_update_every: 12, tau: 0 }, (on, tg, init) => {
+      expect(same(on, init)).toBe(false);
+      expect(same(tg, on)).toBe(true); // copied at step 12, the last of the epoch
+    });
+    run({ target_update_every: 5, tau: 0 }, (on, tg, init) => {
+      expect(same(tg, on)).toBe(false); // copied at step 10, two Adam steps behind
+      expect(same(tg, init)).toBe(false);
+    });
+    run({ target_update_every: 1000, tau: 0 }, (_on, tg, init) => expect(same(tg, init)).toBe(true));
+    run({ tau: 1 }, (on, tg) => expect(same(tg, on)).toBe(true));
+    run({ tau: 0.01 }, (on, tg, init) => {
+      expect(same(tg, on)).toBe(false);
+      expect(same(tg, init)).toBe(false);
+    });
+  });
 });
