@@ -387,6 +387,13 @@ const PROTOTYPES = {
     'fh_status fh_adam_step(int64_t n, float *p, const float *g, float *m, float *v, float lr, float beta1, float beta2, float eps, int64_t step)',
 } as const;
 
+/** Entry points every library must export (the rest are narrow test/tool entry points). */
+const CORE_FUNCTIONS: ReadonlySet<string> = new Set([
+  'fh_abi_version', 'fh_version', 'fh_status_string', 'fh_default_config', 'fh_validate_config', 'fh_device_count',
+  'fh_device_info', 'fh_trainer_create', 'fh_trainer_destroy', 'fh_trainer_last_error', 'fh_trainer_info',
+  'fh_trainer_run_epoch', 'fh_trainer_checkpoint_size', 'fh_trainer_save_checkpoint', 'fh_trainer_load_checkpoint',
+]);
+
 type Int64 = number | bigint;
 type Nullable<T> = T | null;
 
@@ -450,6 +457,8 @@ export interface NativeLib extends NativeFunctions {
   readonly sha256: string;
   /** fh_version(), e.g. "0.1.0 cpu". */
   readonly version: string;
+  /** Narrow (test/tool) entry points this build does not export; calling one throws UNSUPPORTED. */
+  readonly missing: readonly string[];
   /** The same functions run on a koffi worker thread; the promise resolves with the C result. */
   readonly async: AsyncFunctions;
 }
@@ -487,14 +496,25 @@ function openLibrary(backend: NativeBackend, path: string): NativeLib {
       `cannot load native library ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
   const sync: Record<string, (...args: any[]) => any> = {};
+  const missing: string[] = [];
   const asyncFns: Record<string, (...args: any[]) => Promise<any>> = {};
   for (const [name, proto] of Object.entries(PROTOTYPES)) {
     let fn: ReturnType<LibraryHandle['func']>;
     try {
       fn = handle.func(proto);
     } catch (err) {
-      throw new FoxhuntError('INTERNAL',
-        `native library ${path} does not match foxhunt.h (${name}): ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      const why = err instanceof Error ? err.message : String(err);
+      if (CORE_FUNCTIONS.has(name)) {
+        throw new FoxhuntError('UNSUPPORTED', `native library ${path} does not match foxhunt.h (${name}): ${why} (rebuild: npm run build:native)`, { cause: err });
+      }
+      // A narrow test/tool entry point this build lacks: training still works, calling it throws.
+      missing.push(name);
+      const fail = (): never => {
+        throw new FoxhuntError('UNSUPPORTED', `${name} is not exported by ${path} (rebuild: npm run build:native)`);
+      };
+      sync[name] = fail;
+      asyncFns[name] = () => Promise.reject(new FoxhuntError('UNSUPPORTED', `${name} is not exported by ${path} (rebuild: npm run build:native)`));
+      continue;
     }
     sync[name] = fn;
     asyncFns[name] = (...args: any[]) => new Promise<any>((resolve, reject) => {
@@ -514,6 +534,7 @@ function openLibrary(backend: NativeBackend, path: string): NativeLib {
     path,
     sha256,
     version: fns.fh_version(),
+    missing,
     async: asyncFns as unknown as AsyncFunctions,
   });
   return lib as NativeLib;

@@ -14,6 +14,7 @@ describe('native binding (CPU library)', () => {
     const lib = loadNative('cpu');
     expect(loadNative('cpu')).toBe(lib);
     expect(lib.fh_abi_version()).toBe(FH_ABI_VERSION);
+    expect(lib.missing, 'the CPU library exports every entry point of foxhunt.h').toEqual([]);
     expect(lib.version).toMatch(/cpu/);
     expect(lib.path).toBe(libraryPath('cpu'));
     expect(lib.sha256).toBe(createHash('sha256').update(readFileSync(libraryPath('cpu'))).digest('hex'));
