@@ -1,6 +1,7 @@
 /*
  * trainer.h — the CPU trainer behind fh_trainer (foxhunt.h). One struct, phases in separate files:
  *   trainer.cpp     create/destroy/info, run_epoch (collect -> train -> evaluate -> report)
+ *   collect.cpp     experience collection into replay
  *   learn.cpp       the batch loss + gradient (double DQN, BDQ, C51/Huber), train step, Q stats
  *   eval.cpp        greedy evaluation over the validation segments, flat and buy&hold baselines
  *   state.cpp       checkpoint save/load
@@ -104,6 +105,9 @@ int32_t fh_cpu_auto_batch(const fh_config* cfg, const fh_layout& L);
 void fh_cpu_eval_prepare(fh_trainer* t);
 /* policy: 0 greedy, 1 flat, 2 buy & hold */
 void fh_cpu_evaluate(fh_trainer* t, int policy, fh_metrics* out);
+
+/* collect.cpp: one epoch of collection (T steps of N envs) */
+void fh_cpu_collect(fh_trainer* t);
 
 /* trainer.cpp */
 void fh_cpu_greedy_actions(fh_trainer* t, const float* obs, int32_t n, int32_t* actions /* (n, 3) */);
