@@ -1,8 +1,10 @@
 /**
- * Redis connections from `REDIS_URL` (redis://[user:password@]host:port[/db], rediss:// for TLS),
- * default redis://127.0.0.1:6379. BullMQ connections get `maxRetriesPerRequest: null` (they block);
- * CLI connections fail fast with a clear REDIS_UNAVAILABLE error instead of retrying forever.
+ * Redis connections from `REDIS_URL` (redis://[user:password@]host:port[/db], rediss:// for TLS,
+ * with FOXHUNT_REDIS_CA naming a private CA bundle), default redis://127.0.0.1:6379. BullMQ
+ * connections get `maxRetriesPerRequest: null` (they block); CLI connections fail fast with a
+ * clear REDIS_UNAVAILABLE error instead of retrying forever.
  */
+import { readFileSync } from 'node:fs';
 import { Redis } from 'ioredis';
 import type { RedisOptions } from 'ioredis';
 import type { ConnectionOptions } from 'bullmq';
@@ -53,7 +55,18 @@ export function connectionOptions(url: string = redisUrl()): RedisOptions {
     if (!Number.isInteger(n) || n < 0) throw new FoxhuntError('CONFIG_INVALID', `bad database number ${JSON.stringify(db)}`, { where: 'REDIS_URL' });
     opts.db = n;
   }
-  if (u.protocol === 'rediss:') opts.tls = { servername: opts.host ?? u.hostname };
+  if (u.protocol === 'rediss:') {
+    opts.tls = { servername: opts.host ?? u.hostname };
+    // A private CA (e.g. a cluster-internal Redis): FOXHUNT_REDIS_CA names its PEM bundle.
+    const ca = process.env['FOXHUNT_REDIS_CA'];
+    if (ca !== undefined && ca !== '') {
+      try {
+        opts.tls.ca = readFileSync(ca);
+      } catch (err) {
+        throw new FoxhuntError('CONFIG_INVALID', `cannot read the CA bundle: ${(err as Error).message}`, { where: 'FOXHUNT_REDIS_CA', cause: err });
+      }
+    }
+  }
   return opts;
 }
 
@@ -84,15 +97,19 @@ export async function cliRedis(url: string = redisUrl(), timeoutMs = 3000): Prom
   opts.maxRetriesPerRequest = 1;
   opts.retryStrategy = () => null;
   const redis = newRedis(opts);
-  redis.on('error', () => undefined);
+  let lastError: Error | null = null;
+  redis.on('error', (e: Error) => { lastError ??= e; });
   try {
     await redis.connect();
     await redis.ping();
   } catch (err) {
     redis.disconnect();
+    // ioredis reports the cause (refused, TLS, WRONGPASS) as an 'error' event; the rejection only
+    // says "Connection is closed".
+    const cause: Error = lastError ?? (err as Error);
     throw new FoxhuntError('REDIS_UNAVAILABLE',
-      `cannot reach Redis at ${redactUrl(url)}: ${(err as Error).message.replace(/\.$/, "")}. Set REDIS_URL or start one (e.g. redis-server, or docker run -p 6379:6379 redis:7)`,
-      { where: 'REDIS_URL', cause: err });
+      `cannot reach Redis at ${redactUrl(url)}: ${cause.message.replace(/\.$/, '')}. Set REDIS_URL or start one (e.g. redis-server, or docker run -p 6379:6379 redis:7)`,
+      { where: 'REDIS_URL', cause });
   }
   return redis;
 }
