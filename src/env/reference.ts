@@ -351,8 +351,8 @@ export interface VecStepOutputs {
 
 /**
  * N envs stepped together, as collection does: every env resets at creation with the counter's
- * value; a step uses the current counter for the resets of the envs that finished, then the
- * counter advances by one (one per N envs). Mirrors `fh_trainer_env_step`.
+ * value; a step on counter c resets the envs that finished with c + 1 (the step their new
+ * episode starts on, DESIGN §4), then the counter advances by one (one per N envs). Mirrors `fh_trainer_env_step`.
  */
 export class ReferenceEnv {
   readonly n: number;
@@ -391,7 +391,7 @@ export class ReferenceEnv {
       out.equity[e] = s.equity;
       out.cost[e] = r.cost;
       out.pnl[e] = r.pnl;
-      if (r.done) envReset(this.m, this.p, s, this.seed, e, this.counter);
+      if (r.done) envReset(this.m, this.p, s, this.seed, e, this.counter + 1n);
     }
     this.counter += 1n;
     return out;

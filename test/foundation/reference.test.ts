@@ -202,7 +202,7 @@ describe('vectorised reference env', () => {
         if (out.done[e] === 1) {
           doneSeen = true;
           const ref = newState();
-          envReset(m, p, ref, 5n, e, counter);
+          envReset(m, p, ref, 5n, e, counter + 1n); // DESIGN §4: a reset after a done on step c uses c + 1
           expect(env.states[e]!.t).toBe(ref.t);
           expect(env.states[e]!.k).toBe(0);
         } else {
