@@ -88,6 +88,7 @@ export class FleetWorker {
       }
     }
 
+    if (this.#stopping) return; // SIGTERM during startup
     const ctx: JobContext = {
       redis, keys: o.keys, workerId: this.workerId, queueName: o.epochsQueue,
       gpuIndex: o.gpu?.index ?? null, backend: o.backend, keepLast: o.keepLast, log: this.#log,

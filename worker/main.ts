@@ -102,9 +102,11 @@ async function main(): Promise<number> {
   });
 
   let stopped: Promise<void> | null = null;
+  let onStopped: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => { onStopped = resolve; });
   const stop = (signal: string): void => {
     log.info({ signal }, 'signal received');
-    stopped ??= worker.stop();
+    stopped ??= worker.stop().finally(onStopped);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -114,14 +116,7 @@ async function main(): Promise<number> {
   });
 
   await worker.start();
-  await new Promise<void>((resolve) => {
-    const t = setInterval(() => {
-      if (stopped !== null) {
-        clearInterval(t);
-        void stopped.then(() => resolve());
-      }
-    }, 100);
-  });
+  await done;
   return 0;
 }
 
