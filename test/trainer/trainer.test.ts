@@ -131,6 +131,19 @@ describe('NativeTrainer', () => {
     }
   });
 
+  it('gives DIVERGED (not a crash) for an infinite target with C51 atoms', async () => {
+    // the C51 projection must not turn a NaN/Inf target into an out-of-range atom index
+    const c = tinyConfig(['env.reward_scale=1e-300', 'agent.atoms=51']);
+    const t = await NativeTrainer.create(c, market, { backend: 'cpu' });
+    try {
+      const err = await rejection(t.runEpoch());
+      expect(err.code).toBe('DIVERGED');
+      expect(err.message).toMatch(/epoch 1\b/);
+    } finally {
+      t.close();
+    }
+  });
+
   it('close() is idempotent: accepted calls finish, later calls reject, the handle is freed after', async () => {
     const t = await NativeTrainer.create(cfg, market, { backend: 'cpu' });
     const first = t.runEpoch();
