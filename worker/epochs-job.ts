@@ -20,6 +20,7 @@ import type { Keys } from '../src/redis/keys.js';
 import { RunStore } from '../src/redis/runs.js';
 import type { Scalars } from '../src/trainer/scalars.js';
 import { TrainerProcess } from './trainer-process.js';
+import type { ChildEpoch } from './trainer-process.js';
 
 export interface JobContext {
   redis: Redis;
@@ -129,8 +130,19 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
     await runs.update(data.runId, { lib_sha256: info.libSha256, backend: info.backend });
     log.info({ from: run.committedEpoch, to: data.epochs, backend: info.backend, device: info.deviceName, childPid: trainer.pid }, 'training');
     const sweepId = run.sweepId ?? data.sweepId ?? null;
-    for (let epoch = run.committedEpoch + 1; epoch <= data.epochs; epoch++) {
-      const res = await trainer.runEpoch();
+    // Pipelined: the child trains epoch e+1 while epoch e is being committed (checkpoints of the
+    // reference workload take longer to store than an epoch takes on a GPU). An epoch in flight
+    // when the job ends early is abandoned with the child; one in flight at SIGTERM is finished
+    // and committed before the job is released.
+    const request = (): Promise<ChildEpoch> => {
+      const p = trainer.runEpoch();
+      p.catch(() => undefined); // handled where it is awaited; no unhandled rejection meanwhile
+      return p;
+    };
+    let next: Promise<ChildEpoch> | null = request();
+    for (let epoch = run.committedEpoch + 1; next !== null; epoch++) {
+      const res: ChildEpoch = await next;
+      next = epoch < data.epochs && !ctx.stopping() ? request() : null;
       if (res.epoch !== epoch) log.warn({ expected: epoch, trainer: res.epoch }, 'trainer epoch counter differs from the run');
       const scalars: Scalars = { ...res.scalars, epoch };
       const commit = await commitEpoch(ctx.redis, ctx.keys, {
@@ -160,7 +172,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
           return { outcome: now.status === 'pruned' ? 'pruned' : 'completed', runId: data.runId, epochs: epoch };
         }
       }
-      if (epoch < data.epochs && ctx.stopping()) {
+      if (epoch < data.epochs && next === null) {
         log.info({ epoch }, 'stopping: epoch committed, releasing the job');
         await runs.setStatus(data.runId, 'queued');
         await job.moveToWait(token);
