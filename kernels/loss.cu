@@ -21,20 +21,12 @@
 #include "net_device.cuh"
 #include "c51.cuh"
 
-static constexpr int kLossBlock = 128;
-static constexpr int kWarpsPerBlock = kLossBlock / 32;
+static constexpr int kLossMaxWarps = 4;
 
-__device__ static int fh_dev_argmax_q(const fh_heads_view& h, int i, int d, int lane) {
-  int best = 0;
-  float bq = -INFINITY;
-  for (int a = 0; a < h.n[d]; ++a) {
-    float q = fh_dev_expected_q(h, i, d, a, lane);
-    if (q > bq) {
-      bq = q;
-      best = a;
-    }
-  }
-  return best;
+/* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
+ * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */
+__host__ __device__ static inline int fh_loss_warp_floats(const fh_heads_view& h) {
+  return 3 * fh_row_floats(h) + 2 * FH_MAX_ATOMS_GPU;
 }
 
 template <typename T>
@@ -43,37 +35,57 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
                                           const float* __restrict__ disc, const float* __restrict__ weight, int B,
                                           float huber_delta, float* __restrict__ wloss, float* __restrict__ signal,
                                           fh_heads_grad<T> grad) {
-  __shared__ float s_m[kWarpsPerBlock][FH_MAX_ATOMS_GPU];
-  __shared__ float s_t[kWarpsPerBlock][FH_MAX_ATOMS_GPU];
+  extern __shared__ float s_loss[];
+  const int warps = blockDim.x >> 5;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int i = blockIdx.x * kWarpsPerBlock + w;
+  const int i = blockIdx.x * warps + w;
   if (i >= B) return;
   const int nb = on_s.nb, atoms = on_s.atoms;
   const float coef = weight[i] / ((float)B * (float)nb);
-  float* sm = s_m[w];
-  float* st = s_t[w];
+  const int rf = fh_row_floats(on_s);
+  float* r_s = s_loss + (int64_t)w * fh_loss_warp_floats(on_s);
+  float* r_sn = r_s + rf;
+  float* r_tg = r_sn + rf;
+  float* sm = r_tg + rf;
+  float* st = sm + FH_MAX_ATOMS_GPU;
+  fh_dev_stage_row(on_sn, i, lane, r_sn);
+  fh_dev_stage_row(tg_sn, i, lane, r_tg);
+  fh_dev_stage_row(on_s, i, lane, r_s);
 
   /* target distribution (or target value) from the double-DQN actions */
   float y = 0.0f;
   for (int k = lane; k < FH_MAX_ATOMS_GPU; k += 32) sm[k] = 0.0f;
   __syncwarp();
   for (int d = 0; d < nb; ++d) {
-    int astar = fh_dev_argmax_q(on_sn, i, d, lane);
+    const int n = on_s.n[d];
+    const float* a_sn = fh_staged_a(on_sn, r_sn, d);
+    int astar = 0;
+    float bq = -INFINITY;
+    for (int a = 0; a < n; ++a) {
+      const float q = fh_dev_expected_q_r(r_sn, a_sn, n, atoms, on_s.v_min, on_s.v_max, a, lane);
+      if (q > bq) {  /* first max on ties, as fh_argmax */
+        bq = q;
+        astar = a;
+      }
+    }
+    const float* a_tg = fh_staged_a(tg_sn, r_tg, d);
     if (atoms <= 1) {
-      y += fh_dev_expected_q(tg_sn, i, d, astar, lane);
+      y += fh_dev_expected_q_r(r_tg, a_tg, n, atoms, on_s.v_min, on_s.v_max, astar, lane);
     } else {
       float x[FH_ATOMS_PER_LANE];
-      fh_dev_logits(tg_sn, i, d, astar, lane, x);
-      fh_dev_softmax(tg_sn, lane, x);
+      fh_dev_logits_r(r_tg, a_tg, n, atoms, astar, lane, x);
+      fh_dev_softmax(atoms, lane, x);
 #pragma unroll
       for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
         int j = lane + 32 * k;
-        if (j < atoms) sm[j] += x[k] / (float)nb;
+        if (j < atoms) sm[j] += x[k];
       }
     }
   }
   __syncwarp();
   if (atoms > 1) {
+    for (int j = lane; j < atoms; j += 32) sm[j] /= (float)nb;  /* as the CPU: sum over branches, then / nb */
+    __syncwarp();
     if (lane == 0) fh_c51_project_one(atoms, on_s.v_min, on_s.v_max, sm, ret[i], disc[i], st);
   } else {
     y = ret[i] + disc[i] * (y / (float)nb);
@@ -88,21 +100,18 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
     int ad = act[(int64_t)i * 3 + d];
     ad = ad < 0 ? 0 : (ad >= n ? n - 1 : ad);
     float x[FH_ATOMS_PER_LANE];
-    fh_dev_logits(on_s, i, d, ad, lane, x);
+    fh_dev_logits_r(r_s, fh_staged_a(on_s, r_s, d), n, atoms, ad, lane, x);
     float g[FH_ATOMS_PER_LANE];
     if (atoms > 1) {
-      float lse = 0.0f;
-      {
-        float mx = -INFINITY;
+      float mx = -INFINITY;
 #pragma unroll
-        for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) mx = fmaxf(mx, x[k]);
-        mx = fh_warp_max(mx);
-        float s = 0.0f;
+      for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) mx = fmaxf(mx, x[k]);
+      mx = fh_warp_max(mx);
+      float se = 0.0f;
 #pragma unroll
-        for (int k = 0; k < FH_ATOMS_PER_LANE; ++k)
-          if (lane + 32 * k < atoms) s += expf(x[k] - mx);
-        lse = mx + logf(fh_warp_sum(s));
-      }
+      for (int k = 0; k < FH_ATOMS_PER_LANE; ++k)
+        if (lane + 32 * k < atoms) se += expf(x[k] - mx);
+      const float lse = mx + logf(fh_warp_sum(se));
       float ce = 0.0f;
 #pragma unroll
       for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
@@ -133,15 +142,12 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
     for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) dv[k] += g[k];
     /* dueling backward into this branch's advantage row (all actions), pads zero */
     T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
-    /* Each lane writes the atoms it owns for every action (row length n*atoms, then pads). */
 #pragma unroll
     for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
       int j = lane + 32 * k;
       if (j < atoms) {
-        for (int a = 0; a < n; ++a) {
-          const float mean_g = g[k] / (float)n;  /* as fh_dueling_backward: g(a) - mean_a' g(a') */
-          arow[a * atoms + j] = fh_from_f32<T>((a == ad ? g[k] : 0.0f) - mean_g);
-        }
+        const float mean_g = g[k] / (float)n;  /* as fh_dueling_backward: g(a) - mean_a' g(a') */
+        for (int a = 0; a < n; ++a) arow[a * atoms + j] = fh_from_f32<T>((a == ad ? g[k] : 0.0f) - mean_g);
       }
     }
     for (int c = n * atoms + lane; c < grad.lda[d]; c += 32) arow[c] = fh_from_f32<T>(0.0f);
@@ -165,8 +171,15 @@ fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
                              float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  fh_bdq_loss_kernel<T><<<CEIL_DIV(B, kWarpsPerBlock), kLossBlock, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight,
-                                                                           B, huber_delta, wloss, signal, grad);
+  const size_t per_warp = (size_t)fh_loss_warp_floats(on_s) * sizeof(float);
+  int warps = kLossMaxWarps;
+  while (warps > 1 && per_warp * warps > 48 * 1024) --warps;
+  if (per_warp > 48 * 1024) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_bdq_loss", "head outputs too wide for shared memory");
+    return FH_ERR_INVALID_CONFIG;
+  }
+  fh_bdq_loss_kernel<T><<<CEIL_DIV(B, warps), warps * 32, per_warp * warps, s>>>(
+      on_s, on_sn, tg_sn, act, ret, disc, weight, B, huber_delta, wloss, signal, grad);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -87,13 +87,68 @@ static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* _
   }
 }
 
+/* One warp per column: lane l sums chunks l, l+32, ... in order, then a fixed xor-tree across lanes. */
 static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
                                                float* __restrict__ out) {
-  int col = blockIdx.x * blockDim.x + threadIdx.x;
+  const int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
   if (col >= n) return;
   float t = 0.0f;
-  for (int c = 0; c < chunks; ++c) t += partial[(int64_t)c * n + col];
-  out[col] = t;
+  for (int c = lane; c < chunks; c += 32) t += partial[(int64_t)c * n + col];
+  t = fh_warp_sum(t);
+  if (lane == 0) out[col] = t;
+}
+
+/* bf16 fast path: each thread owns 8 consecutive columns (one 16-byte load of dy and of act per row),
+ * block (32, 8) covers 256 columns x 8 row lanes of one 128-row chunk; partial sums reduced over the
+ * row lanes in shared memory in a fixed order. Needs n % 8 == 0, ld % 8 == 0, 16-byte aligned rows. */
+static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
+                                                      int ld, int B, int n, float* __restrict__ partial) {
+  __shared__ float sm[kColsumTy][kColsumTx * 8 + 1];
+  const int c0 = (blockIdx.x * kColsumTx + threadIdx.x) * 8;
+  const int r0 = blockIdx.y * kColsumRows;
+  const int r1 = min(B, r0 + kColsumRows);
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (c0 < n) {
+#pragma unroll 4
+    for (int r = r0 + threadIdx.y; r < r1; r += kColsumTy) {
+      const int64_t off = (int64_t)r * ld + c0;
+      union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
+      gv.u = *reinterpret_cast<const uint4*>(dy + off);
+      __nv_bfloat162* g2 = gv.h;
+      if (act != nullptr) {
+        av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
+        const __nv_bfloat162* a2 = av.h;
+        bool changed = false;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float2 af = __bfloat1622float2(a2[k]);
+          float2 gf = __bfloat1622float2(g2[k]);
+          if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
+          if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
+          g2[k] = __floats2bfloat162_rn(gf.x, gf.y);
+        }
+        if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 gf = __bfloat1622float2(g2[k]);
+        acc[2 * k] += gf.x;
+        acc[2 * k + 1] += gf.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < 8; ++k) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
+  __syncthreads();
+  /* 256 threads: thread t sums column t of the block over the 8 row lanes */
+  const int t = threadIdx.y * kColsumTx + threadIdx.x;
+  const int col = blockIdx.x * kColsumTx * 8 + t;
+  if (col < n) {
+    float sum = 0.0f;
+    for (int y = 0; y < kColsumTy; ++y) sum += sm[y][t];
+    partial[(int64_t)blockIdx.y * n + col] = sum;
+  }
 }
 
 template <typename T>
@@ -101,33 +156,50 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
                                     cudaStream_t s) {
   if (B <= 0 || n <= 0) return FH_OK;
   int chunks = CEIL_DIV(B, kColsumRows);
-  dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
-  fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
+  const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
+                   (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
+  if (vec) {
+    dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
+    fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
+                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
+  } else {
+    dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
+    fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
+  }
   FH_LAUNCH_CHECK();
-  fh_colsum_finish_kernel<<<CEIL_DIV(n, 128), 128, 0, s>>>(partial, chunks, n, bias_grad);
+  fh_colsum_finish_kernel<<<CEIL_DIV(n * 32, 256), 256, 0, s>>>(partial, chunks, n, bias_grad);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
-/* One warp per sample. */
+/* One warp per sample; the sample's head outputs are staged in shared memory first (dynamic, one
+ * row per warp), so the per-action means and softmaxes read shared memory, not global. */
+static constexpr int kQWarps = 4;
+
 static __global__ void fh_expected_q_kernel(fh_heads_view h, int B, float* __restrict__ q, int ldq) {
-  int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  int lane = threadIdx.x & 31;
-  if (warp >= B) return;
+  extern __shared__ float s_rows[];
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kQWarps + w;
+  if (i >= B) return;
+  float* row = s_rows + w * fh_row_floats(h);
+  fh_dev_stage_row(h, i, lane, row);
   int col = 0;
   for (int d = 0; d < h.nb; ++d) {
+    const float* arow = fh_staged_a(h, row, d);
+    float mine = 0.0f;
     for (int a = 0; a < h.n[d]; ++a) {
-      float qa = fh_dev_expected_q(h, warp, d, a, lane);
-      if (lane == 0) q[(int64_t)warp * ldq + col + a] = qa;
+      float qa = fh_dev_expected_q_r(row, arow, h.n[d], h.atoms, h.v_min, h.v_max, a, lane);
+      if (lane == a) mine = qa;
     }
+    if (lane < h.n[d]) q[(int64_t)i * ldq + col + lane] = mine;
     col += h.n[d];
   }
 }
 
 fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  const int block = 128;
-  fh_expected_q_kernel<<<CEIL_DIV(B * 32, block), block, 0, s>>>(h, B, q, ldq);
+  const size_t shm = (size_t)kQWarps * fh_row_floats(h) * sizeof(float);
+  fh_expected_q_kernel<<<CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s>>>(h, B, q, ldq);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

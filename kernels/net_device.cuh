@@ -18,20 +18,19 @@ __device__ __forceinline__ float fh_dev_support(const fh_heads_view& h, int j) {
   return h.atoms <= 1 ? 0.0f : fh_c51_support(h.atoms, h.v_min, h.v_max, j);
 }
 
-/* Combined logits of (sample i, branch d, action a) for this lane's atoms; invalid atoms get -inf. */
-__device__ __forceinline__ void fh_dev_logits(const fh_heads_view& h, int i, int d, int a, int lane,
-                                              float out[FH_ATOMS_PER_LANE]) {
-  const float* vrow = h.v + (int64_t)i * h.ldv;
-  const float* arow = h.a[d] + (int64_t)i * h.lda[d];
-  const int n = h.n[d];
+/* Combined logits of action a of one branch for this lane's atoms, from the value row and the
+ * branch's advantage row (n * atoms, action-major); invalid atoms get -inf. The rows are best in
+ * shared memory (fh_dev_stage_row): every call re-reads the n advantage rows for the mean. */
+__device__ __forceinline__ void fh_dev_logits_r(const float* vrow, const float* arow, int n, int atoms, int a, int lane,
+                                                float out[FH_ATOMS_PER_LANE]) {
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
     int j = lane + 32 * k;
-    if (j < h.atoms) {
+    if (j < atoms) {
       float mean = 0.0f;
-      for (int b = 0; b < n; ++b) mean += arow[b * h.atoms + j];
+      for (int b = 0; b < n; ++b) mean += arow[b * atoms + j];
       mean /= (float)n;  /* as fh_dueling_combine */
-      out[k] = vrow[j] + arow[a * h.atoms + j] - mean;
+      out[k] = vrow[j] + arow[a * atoms + j] - mean;
     } else {
       out[k] = -INFINITY;
     }
@@ -39,7 +38,7 @@ __device__ __forceinline__ void fh_dev_logits(const fh_heads_view& h, int i, int
 }
 
 /* Softmax over atoms in place (this lane's part); returns log-sum-exp (all lanes). */
-__device__ __forceinline__ float fh_dev_softmax(const fh_heads_view& h, int lane, float x[FH_ATOMS_PER_LANE]) {
+__device__ __forceinline__ float fh_dev_softmax(int atoms, int lane, float x[FH_ATOMS_PER_LANE]) {
   float mx = -INFINITY;
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) mx = fmaxf(mx, x[k]);
@@ -48,7 +47,7 @@ __device__ __forceinline__ float fh_dev_softmax(const fh_heads_view& h, int lane
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
     int j = lane + 32 * k;
-    float e = j < h.atoms ? expf(x[k] - mx) : 0.0f;
+    float e = j < atoms ? expf(x[k] - mx) : 0.0f;
     x[k] = e;
     sum += e;
   }
@@ -59,11 +58,12 @@ __device__ __forceinline__ float fh_dev_softmax(const fh_heads_view& h, int lane
   return mx + logf(sum);
 }
 
-/* Expected Q of (i, d, a); same value in every lane. */
-__device__ __forceinline__ float fh_dev_expected_q(const fh_heads_view& h, int i, int d, int a, int lane) {
+/* Expected Q of action a of one branch (rows as fh_dev_logits_r); same value in every lane. */
+__device__ __forceinline__ float fh_dev_expected_q_r(const float* vrow, const float* arow, int n, int atoms, float v_min,
+                                                     float v_max, int a, int lane) {
   float x[FH_ATOMS_PER_LANE];
-  fh_dev_logits(h, i, d, a, lane, x);
-  if (h.atoms <= 1) return __shfl_sync(0xffffffffu, x[0], 0);
+  fh_dev_logits_r(vrow, arow, n, atoms, a, lane, x);
+  if (atoms <= 1) return __shfl_sync(0xffffffffu, x[0], 0);
   /* as fh_expected_q: sum e z / sum e with e = exp(x - max) */
   float mx = fmaxf(x[0], x[1]);
   mx = fh_warp_max(mx);
@@ -71,13 +71,43 @@ __device__ __forceinline__ float fh_dev_expected_q(const fh_heads_view& h, int i
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
     int j = lane + 32 * k;
-    if (j < h.atoms) {
+    if (j < atoms) {
       float e = expf(x[k] - mx);
       sum += e;
-      acc += e * fh_dev_support(h, j);
+      acc += e * fh_c51_support(atoms, v_min, v_max, j);
     }
   }
   return fh_warp_sum(acc) / fh_warp_sum(sum);
+}
+
+/* Floats of one sample's head outputs staged in shared memory: [value (ldv) | branch 0 (lda0) | ...]. */
+__host__ __device__ __forceinline__ int fh_row_floats(const fh_heads_view& h) {
+  int n = h.ldv;
+  for (int d = 0; d < h.nb; ++d) n += h.lda[d];
+  return n;
+}
+
+/* Warp-cooperative copy of sample i's head outputs into dst (fh_row_floats floats); all loads issued
+ * before use. Ends with __syncwarp(). */
+__device__ __forceinline__ void fh_dev_stage_row(const fh_heads_view& h, int i, int lane, float* dst) {
+  const float* v = h.v + (int64_t)i * h.ldv;
+#pragma unroll 4
+  for (int c = lane; c < h.ldv; c += 32) dst[c] = __ldg(v + c);
+  int off = h.ldv;
+  for (int d = 0; d < h.nb; ++d) {
+    const float* a = h.a[d] + (int64_t)i * h.lda[d];
+#pragma unroll 4
+    for (int c = lane; c < h.lda[d]; c += 32) dst[off + c] = __ldg(a + c);
+    off += h.lda[d];
+  }
+  __syncwarp();
+}
+
+/* Pointer to branch d's advantage row inside a staged row. */
+__device__ __forceinline__ const float* fh_staged_a(const fh_heads_view& h, const float* row, int d) {
+  int off = h.ldv;
+  for (int b = 0; b < d; ++b) off += h.lda[b];
+  return row + off;
 }
 
 #endif /* FH_NET_DEVICE_CUH */

@@ -451,6 +451,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s compare|graphs|small|bench <build dir> [epochs]\n", argv[0]);
     return 2;
   }
+  setvbuf(stdout, nullptr, _IOLBF, 0);  /* line-buffered: a sanitizer-killed run still shows how far it got */
   const std::string mode = argv[1], dir = argv[2];
   Lib gpu, cpu;
   if (!load_lib(dir + "/libfoxhunt_cuda.so", gpu)) return 100;
