@@ -6,8 +6,8 @@
  *
  * One epoch (SPEC 5), with no host synchronisation until the end:
  *   collect   stream C (net pass 1's stream): one graph of T steps
- *             [observe -> online forward (N rows) -> expected Q -> epsilon-greedy -> env step + replay row]
- *             then collect_end (env-step counter, sum-tree rebuild)
+ *             [online forward (N rows) -> expected Q -> fused epsilon-greedy + env step + replay row +
+ *             observe] then collect_end (env-step counter, sum-tree rebuild)
  *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step:
  *             sample -> gather s, s' -> [online(s) | online(s') | target(s')] on forked streams ->
  *             fused loss -> backward (heads forked) -> grad norm/clip -> Adam -> target update ->
@@ -137,15 +137,17 @@ static fh_status set_device(fh_trainer* t) {
 static cudaStream_t collect_stream(fh_trainer* t) { return t->net.pass[1].s; }
 static cudaStream_t train_stream(fh_trainer* t) { return t->net.pass[0].s; }
 
-/* T collection steps on the collect stream. */
+/* T collection steps on the collect stream: observe once, then per step the online forward (N rows,
+ * expected Q) and one fused launch (epsilon-greedy + env step + replay row + observe of the new state). */
 static fh_status launch_collect(fh_trainer* t) {
   cudaStream_t s = collect_stream(t);
   const int32_t N = t->cfg.n_envs, D = t->obs_dim;
+  void* obs = t->net.pass[1].x;
+  FH_TRY(fh_launch_env_observe(t->envs, t->dm, t->net.op, obs, D, s));
   for (int32_t i = 0; i < t->cfg.episode_len; ++i) {
-    FH_TRY(fh_launch_env_observe(t->envs, t->dm, t->net.op, t->net.pass[1].x, D, s));
     FH_TRY(fh_net_forward(&t->net, 1, 0, N, 1));
-    FH_TRY(fh_launch_select_actions(t->envs, t->net.pass[1].q, t->net.nq, i, 0, s));
-    FH_TRY(fh_launch_env_step(t->envs, t->dm, &t->replay, i, s));
+    FH_TRY(fh_launch_env_act_step_observe(t->envs, t->dm, &t->replay, t->net.pass[1].q, t->net.nq, i, t->net.op, obs, D,
+                                          s));
   }
   return fh_launch_collect_end(t->envs, &t->replay, t->cfg.episode_len, s);
 }
@@ -172,14 +174,16 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
   return FH_OK;
 }
 
-/* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back). */
+/* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
+ * observe once, then per step the forward (S rows) and one fused greedy step + observe. */
 static fh_status launch_eval(fh_trainer* t) {
   cudaStream_t s = collect_stream(t);
+  void* obs = t->net.pass[1].x;
   FH_TRY(fh_launch_eval_reset(t->ev, s));
+  FH_TRY(fh_launch_eval_observe(t->ev, t->net.op, obs, t->obs_dim, s));
   for (int32_t i = 0; i < t->ev.max_steps; ++i) {
-    FH_TRY(fh_launch_eval_observe(t->ev, t->net.op, t->net.pass[1].x, t->obs_dim, s));
     FH_TRY(fh_net_forward(&t->net, 1, 0, t->ev.n_seg, 1));
-    FH_TRY(fh_launch_eval_step(t->ev, t->net.pass[1].q, t->net.nq, i, s));
+    FH_TRY(fh_launch_eval_step_observe(t->ev, t->net.pass[1].q, t->net.nq, i, t->net.op, obs, t->obs_dim, s));
   }
   return fh_launch_eval_finish(t->ev, s);
 }
