@@ -3,7 +3,9 @@
 # build (CPU + CUDA libraries), the native checks (CPU comparison, graph on/off, host syncs, checkpoint),
 # compute-sanitizer memcheck + racecheck on a small config, the measured bf16 GEMM rate (the floor) and
 # the reference-config benchmark. Logs under $OUT (or ./gpu-out); a short table last.
-#   usage: bench/gpu/net.sh [all|check|bench|profile|sanitize]      (default all)
+#   usage: bench/gpu/net.sh [all|check|bench|profile|sanitize|vitest]      (default all)
+#   vitest: the Node suite test/gpu/net.test.ts; needs the packed runtime (/work/shared/gpu-host/pack,
+#   then run with carry [".gpuhost"]).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -33,7 +35,7 @@ if [ "$what" = all ] || [ "$what" = check ]; then
 fi
 if [ "$what" = all ] || [ "$what" = check ] || [ "$what" = sanitize ] || [ "$what" = profile ]; then
   for tool in memcheck racecheck; do
-    timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 native/build/native_check small native/build \
+    timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 native/build/native_check small native/build \
       >"$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
     note "compute-sanitizer $tool: rc $rc; $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log")"
@@ -85,6 +87,13 @@ PY
   timeout 240 native/build/native_check bench native/build 9 2>&1 | tee "$OUT/bench.log"
   note "bench: $(grep 'epoch total ms' "$OUT/bench.log")"
 fi
+if [ "$what" = vitest ]; then
+  # shellcheck disable=SC1091
+  source .gpuhost/boot.sh && timeout 400 npx vitest run --config vitest.gpu.config.ts test/gpu/net.test.ts 2>&1 |
+    tee "$OUT/vitest.log"
+  note "vitest net: $(grep -E 'Tests +[0-9]' "$OUT/vitest.log" | tail -1)"
+fi
+
 echo
 echo "================ summary"
 printf '%s\n' "${summary[@]}"
