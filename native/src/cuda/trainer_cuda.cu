@@ -447,7 +447,7 @@ static fh_status fill_device(int32_t device, fh_info* out) {
   cudaDeviceProp prop;
   cudaError_t e = cudaGetDeviceProperties(&prop, device);
   if (e != cudaSuccess) return fh_cuda_status(e) == FH_OK ? FH_ERR_DEVICE : fh_cuda_status(e);
-  snprintf(out->device_name, sizeof out->device_name, "%s", prop.name);
+  snprintf(out->device_name, sizeof out->device_name, "%.127s", prop.name);
   const unsigned char* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
   snprintf(out->device_uuid, sizeof out->device_uuid,
            "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3], u[4],
