@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/e2e.sh — the whole product on a GPU host, in one call (after `source .gpuhost/boot.sh`):
-#   1. build the CPU + CUDA libraries;  2. npm run test:gpu;  3. the reference benchmark;
-#   4. the fleet end to end: Redis, `foxhunt-worker --gpus all` on the GPU(s), `foxhunt enqueue`,
-#      and a check that every epoch's scalars landed in Redis exactly once.
+#   1. build the CPU + CUDA libraries;  2. the reference benchmark;  3. the fleet end to end: Redis, `foxhunt-worker --gpus all` on the GPU(s), `foxhunt enqueue`,
+#      and a check that every epoch's scalars landed in Redis exactly once;  4. npm run test:gpu.
 # Logs under $OUT (or ./gpu-out); a short summary last.   usage: bench/gpu/e2e.sh [epochs]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,12 +20,7 @@ else
   tail -30 "$OUT/build.log"; note "build: FAILED"; printf '%s\n' "${summary[@]}"; exit 1
 fi
 
-t0=$(date +%s)
-timeout 300 npx vitest run --config vitest.gpu.config.ts >"$OUT/test-gpu.log" 2>&1
-rc=$?
-note "npm run test:gpu: rc $rc ($(( $(date +%s) - t0 )) s): $(grep -E 'Tests +[0-9]' "$OUT/test-gpu.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')"
-
-timeout 200 npm run -s bench -- --config reference --backend cuda --epochs 7 --warmup 2 >"$OUT/bench-reference.txt" 2>"$OUT/bench-reference.err"
+timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >"$OUT/bench-reference.txt" 2>"$OUT/bench-reference.err"
 note "bench reference: rc $?"
 grep -v '^{' "$OUT/bench-reference.txt" | tail -25
 
@@ -36,7 +30,7 @@ npx foxhunt-worker --gpus all --health-port 0 >"$OUT/worker.log" 2>&1 &
 wpid=$!
 sleep 3
 t0=$(date +%s)
-timeout 240 npx foxhunt enqueue --config config/runs/reference.toml --epochs "$EPOCHS" --run-id gpu-e2e --follow \
+timeout ${E2E_TIMEOUT:-240} npx foxhunt enqueue --config config/runs/reference.toml --epochs "$EPOCHS" --run-id gpu-e2e --follow \
   >"$OUT/enqueue.txt" 2>"$OUT/enqueue.err"
 note "enqueue --follow reference x$EPOCHS: rc $? ($(( $(date +%s) - t0 )) s wall, incl. market prep and checkpoints)"
 cat "$OUT/enqueue.txt"
@@ -45,4 +39,9 @@ n=$(redis-cli XLEN fhgpu:run:gpu-e2e:epochs 2>/dev/null)
 note "stream entries for gpu-e2e: ${n:-?} (want $EPOCHS); keys: $(redis-cli --scan --pattern 'fhgpu:run:gpu-e2e*' | head -5 | tr '\n' ' ')"
 kill -TERM "$wpid"; wait "$wpid"; note "worker exit after SIGTERM: $?"
 grep -E 'backend|cuda|quarantin|GPU' "$OUT/worker.log" | head -8
+t0=$(date +%s)
+timeout ${GPU_TEST_TIMEOUT:-300} npx vitest run --config vitest.gpu.config.ts >"$OUT/test-gpu.log" 2>&1
+rc=$?
+note "npm run test:gpu: rc $rc ($(( $(date +%s) - t0 )) s): $(grep -E 'Tests +[0-9]' "$OUT/test-gpu.log" | tail -1 | sed 's/\x1b\[[0-9;]*m//g')"
+
 echo; printf '%s\n' "${summary[@]}"
