@@ -92,7 +92,8 @@ describe('foxhunt-worker', () => {
     expect(w.log.some((l) => /TRAINER_CRASHED/.test(l) && /SIGKILL/.test(l))).toBe(true);
     const job = await waitUntil('job completed', async () => {
       const j = await Job.fromId(env.queue, run.jobId ?? '');
-      return (await j?.getState()) === 'completed' ? j : null;
+      // re-read once completed: the job may have completed between the read and getState()
+      return (await j?.getState()) === 'completed' ? ((await Job.fromId(env.queue, j?.id ?? '')) ?? null) : null;
     });
     expect(job.attemptsMade).toBe(2);
     const entries = await new RunStore(env.redis, env.keys).epochs('crashy');
@@ -122,7 +123,8 @@ describe('foxhunt-worker', () => {
     const id = await enqueuePrecompute(env.queue, { config: tinyConfig(['seed=7']) });
     const pre = await waitUntil('precompute job', async () => {
       const j = await Job.fromId(env.queue, id);
-      return (await j?.getState()) === 'completed' ? j : null;
+      // re-read once completed: the job may have completed between the read and getState()
+      return (await j?.getState()) === 'completed' ? ((await Job.fromId(env.queue, j?.id ?? '')) ?? null) : null;
     });
     const result = pre.returnvalue as { cacheKey: string; bars: number };
     expect(result.bars).toBeGreaterThan(0);
@@ -134,7 +136,8 @@ describe('foxhunt-worker', () => {
     await runs.setStatus('cx', 'cancelled');
     const job = await waitUntil('job to end', async () => {
       const j = await Job.fromId(env.queue, res.jobId);
-      return (await j?.getState()) === 'completed' ? j : null;
+      // re-read once completed: the job may have completed between the read and getState()
+      return (await j?.getState()) === 'completed' ? ((await Job.fromId(env.queue, j?.id ?? '')) ?? null) : null;
     });
     expect((job.returnvalue as { outcome: string }).outcome).toBe('cancelled');
     const run = await runs.require('cx');
