@@ -25,8 +25,9 @@ note "bench reference: rc $?"
 grep -v '^{' "$OUT/bench-reference.txt" | tail -25
 
 # The fleet end to end on the GPU: a worker per visible GPU, a run of EPOCHS epochs, scalars in Redis.
+# (node, not npx: npx answers SIGTERM with its own exit 143 instead of the worker's 0)
 export FOXHUNT_PREFIX=fhgpu REDIS_URL=redis://127.0.0.1:6379
-npx foxhunt-worker --gpus all --health-port 0 >"$OUT/worker.log" 2>&1 &
+node bin/foxhunt-worker.js --gpus all --health-port 0 >"$OUT/worker.log" 2>&1 &
 wpid=$!
 sleep 3
 t0=$(date +%s)
