@@ -20,7 +20,7 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" | tee -a
 t0=$(date +%s)
 OBJ=${TMPDIR:-/tmp}/fh_env_obj
 mkdir -p "$OBJ"
-NVCC="nvcc -gencode=arch=compute_90,code=sm_90 -O3 -fmad=false -std=c++17 -lineinfo -I native/src/cuda -I kernels -I native/include"
+NVCC="nvcc -gencode=arch=compute_90,code=sm_90 -O3 -fmad=false -std=c++17 -lineinfo -I native/src/cuda -I native/src/common -I kernels -I native/include"
 objs=()
 for f in $SRC; do
   o="$OBJ/$(echo "$f" | tr / _).o"

@@ -2,6 +2,7 @@
 // bench/gpu/env.sh on the GPU host). The host reference is the same env.cuh / per.cuh code compiled
 // for the host, so "identical" means bit for bit. Prints PASS/FAIL lines, then TABLE lines.
 #include "collect.h"
+#include "env_host.h"
 #include "replay.h"
 #include "eval.h"
 #include "per.cuh"
@@ -80,7 +81,7 @@ int main() {
   fh_config cfg = ref_config();
   if (small) { cfg.n_envs = 256; cfg.replay_capacity = 1 << 16; }
   const double reward_scale = 50.0 * 1.5;
-  fh_env_params p = fh_cuda_env_params(cfg, reward_scale);
+  fh_env_params p = fh_env_params_from_config(cfg, reward_scale);
   fh_market_view hv = host_view(hm.m);
   fh_cuda_market dm; FK(fh_cuda_market_upload(&hm.m, &dm));
   const int32_t N = cfg.n_envs, D = cfg.window * 16 + 8;

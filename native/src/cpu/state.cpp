@@ -16,6 +16,7 @@
 #include <new>
 
 #include "checkpoint.h"
+#include "env_host.h"
 #include "trainer.h"
 
 namespace {
@@ -32,19 +33,7 @@ void payload(IO& io, Tr* t, float* leaves, uint64_t n_leaves, float& maxp) {
   io.arr(t->Pt.data(), t->Pt.size());
   io.arr(t->M.data(), t->M.size());
   io.arr(t->V.data(), t->V.size());
-  for (auto& s : t->envs) {
-    io.val(s.t);
-    io.val(s.avg_entry);
-    io.val(s.stop);
-    io.val(s.stop_dist);
-    io.val(s.equity);
-    io.val(s.realised);
-    io.val(s.trade_pnl);
-    io.val(s.pos);
-    io.val(s.has_stop);
-    io.val(s.k);
-    io.val(s.bars_held);
-  }
+  for (auto& s : t->envs) fh_env_state_io(io, s);
   io.arr(t->r_bar.data(), t->r_bar.size());
   io.arr(t->r_act.data(), t->r_act.size());
   io.arr(t->r_done.data(), t->r_done.size());

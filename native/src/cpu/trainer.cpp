@@ -18,6 +18,7 @@
 
 #include "adam.cuh"
 #include "config.h"
+#include "env_host.h"
 #include "loss.cuh"
 #include "per.cuh"
 
@@ -136,27 +137,7 @@ static fh_status create_impl(const fh_config* cfg, const fh_market* m, fh_traine
   mv.train_begin = t->train_begin;
   mv.train_end = t->train_end;
 
-  double rs = c.reward_scale;
-  if (rs == 0.0) {
-    double s = 0.0;
-    for (int64_t i = t->train_begin; i < t->train_end; ++i) s += t->atr[(size_t)i];
-    rs = s / (double)(t->train_end - t->train_begin) * c.point_value;
-  }
-  fh_env_params& ep = t->ep;
-  ep.n_dir = c.branch_sizes[0];
-  ep.n_size = c.branch_sizes[1];
-  ep.n_stop = c.branch_sizes[2];
-  ep.max_contracts = c.max_contracts;
-  ep.flatten_at_session_break = c.flatten_at_session_break;
-  ep.episode_len = c.episode_len;
-  ep.window = c.window;
-  ep.point_value = c.point_value;
-  ep.tick_size = c.tick_size;
-  ep.commission = c.commission;
-  ep.slippage_ticks = c.slippage_ticks;
-  ep.stop_atr_mult = c.stop_atr_mult;
-  ep.risk_penalty = c.risk_penalty;
-  ep.reward_scale = rs;
+  t->ep = fh_env_params_from_config(c, fh_resolve_reward_scale(c, *m));
   t->config_hash = fh_config_hash(cfg, m);
 
   /* network and optimiser */

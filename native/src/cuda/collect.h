@@ -52,9 +52,6 @@ struct fh_cuda_market {
 fh_status fh_cuda_market_upload(const fh_market* m, fh_cuda_market* out);
 void fh_cuda_market_free(fh_cuda_market* m); /* idempotent; zeroes the struct */
 
-/* Env params from the config (reward_scale must already be resolved, > 0). */
-fh_env_params fh_cuda_env_params(const fh_config& cfg, double reward_scale);
-
 /* N envs on the device. */
 struct fh_cuda_envs {
   int32_t n;                  /* N */

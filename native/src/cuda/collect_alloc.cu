@@ -62,25 +62,6 @@ void fh_cuda_market_free(fh_cuda_market* m) {
   memset(m, 0, sizeof *m);
 }
 
-fh_env_params fh_cuda_env_params(const fh_config& cfg, double reward_scale) {
-  fh_env_params p;
-  p.n_dir = cfg.branch_sizes[0];
-  p.n_size = cfg.branch_sizes[1];
-  p.n_stop = cfg.branch_sizes[2];
-  p.max_contracts = cfg.max_contracts;
-  p.flatten_at_session_break = cfg.flatten_at_session_break;
-  p.episode_len = cfg.episode_len;
-  p.window = cfg.window;
-  p.point_value = cfg.point_value;
-  p.tick_size = cfg.tick_size;
-  p.commission = cfg.commission;
-  p.slippage_ticks = cfg.slippage_ticks;
-  p.stop_atr_mult = cfg.stop_atr_mult;
-  p.risk_penalty = cfg.risk_penalty;
-  p.reward_scale = reward_scale;
-  return p;
-}
-
 static fh_status envs_alloc(fh_cuda_envs* e) {
   const size_t n = (size_t)e->n;
   FH_CUDA_TRY(cudaMalloc(&e->state, sizeof(fh_env_state) * n));

@@ -36,6 +36,7 @@
 #include "per.cuh"
 #include "replay.h"
 #include "checkpoint.h"
+#include "env_host.h"
 
 #define FH_CUDA_VERSION "0.1.0 cuda"
 
@@ -325,19 +326,12 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
 
   copy_market(t, market);
   t->obs_dim = c.window * market->n_features + FH_ACCOUNT_FEATURES;
-  t->reward_scale = c.reward_scale;
-  if (!(t->reward_scale > 0.0)) {
-    double sum = 0.0;
-    for (int64_t i = market->train_begin; i < market->train_end; ++i) sum += market->atr[i];
-    const int64_t n = market->train_end - market->train_begin;
-    t->reward_scale = (n > 0 ? sum / (double)n : 1.0) * c.point_value;
-    if (!(t->reward_scale > 0.0)) t->reward_scale = 1.0;
-  }
+  t->reward_scale = fh_resolve_reward_scale(c, *market);
   t->config_hash = fh_config_hash(&c, market);
 
   TR_TRY(t, fh_cuda_market_upload(&t->hm.m, &t->dm), "market upload");
   t->have_dm = true;
-  const fh_env_params ep = fh_cuda_env_params(c, t->reward_scale);
+  const fh_env_params ep = fh_env_params_from_config(c, t->reward_scale);
   TR_TRY(t, fh_cuda_envs_alloc(c, ep, market->n_features, &t->envs), "env allocation");
   t->have_envs = true;
   TR_TRY(t, fh_cuda_replay_alloc(c, &t->replay), "replay allocation");
@@ -635,19 +629,7 @@ static void ckpt_payload(IO& io, fh_ckpt_state& c) {
   io.arr(c.Pt.data(), c.Pt.size());
   io.arr(c.M.data(), c.M.size());
   io.arr(c.V.data(), c.V.size());
-  for (auto& s : c.envs) {
-    io.val(s.t);
-    io.val(s.avg_entry);
-    io.val(s.stop);
-    io.val(s.stop_dist);
-    io.val(s.equity);
-    io.val(s.realised);
-    io.val(s.trade_pnl);
-    io.val(s.pos);
-    io.val(s.has_stop);
-    io.val(s.k);
-    io.val(s.bars_held);
-  }
+  for (auto& s : c.envs) fh_env_state_io(io, s);
   io.arr(c.bar.data(), c.bar.size());
   io.arr(c.act.data(), c.act.size());
   io.arr(c.done.data(), c.done.size());
