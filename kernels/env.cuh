@@ -103,14 +103,9 @@ FH_HD void fh_step_result_clear(fh_step_result& r) {
   r.gross_loss = 0.0;
 }
 
-/* A new episode: flat, no stop, random cursor in [train_begin+W-1, train_end-2]. */
-FH_HD void fh_env_reset(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, uint64_t seed,
-                        uint32_t env, uint64_t counter) {
-  uint32_t w[4];
-  fh_philox(seed, env, counter, FH_PURPOSE_RESET, w);
-  const int64_t lo = m.train_begin + p.window - 1;
-  const int64_t span = (m.train_end - 1) - lo;
-  s.t = lo + (int64_t)(((uint64_t)w[0] * (uint64_t)span) >> 32);
+/* Flat at cursor t: no position, no stop, step 0, nothing booked (episode and eval-segment start). */
+FH_HD void fh_env_start_flat(fh_env_state& s, int64_t t) {
+  s.t = t;
   s.avg_entry = 0.0;
   s.stop = 0.0;
   s.stop_dist = 0.0;
@@ -121,6 +116,16 @@ FH_HD void fh_env_reset(const fh_market_view& m, const fh_env_params& p, fh_env_
   s.has_stop = 0;
   s.k = 0;
   s.bars_held = 0;
+}
+
+/* A new episode: flat, no stop, random cursor in [train_begin+W-1, train_end-2]. */
+FH_HD void fh_env_reset(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, uint64_t seed,
+                        uint32_t env, uint64_t counter) {
+  uint32_t w[4];
+  fh_philox(seed, env, counter, FH_PURPOSE_RESET, w);
+  const int64_t lo = m.train_begin + p.window - 1;
+  const int64_t span = (m.train_end - 1) - lo;
+  fh_env_start_flat(s, lo + (int64_t)(((uint64_t)w[0] * (uint64_t)span) >> 32));
 }
 
 /* Action decode: j = a0 - m in -m..m, target = sign(j)*ceil(|j|*(a1+1)*max / (m*n_size)). */

@@ -47,19 +47,6 @@ static fh_eval_args eval_args(const fh_cuda_eval& ev) {
   return a;
 }
 
-__device__ __forceinline__ void fh_eval_start(fh_env_state& s, int64_t b) {
-  s.t = b;
-  s.avg_entry = 0.0;
-  s.stop = 0.0;
-  s.stop_dist = 0.0;
-  s.equity = 0.0;
-  s.realised = 0.0;
-  s.trade_pnl = 0.0;
-  s.pos = 0;
-  s.has_stop = 0;
-  s.k = 0;
-  s.bars_held = 0;
-}
 
 __device__ __forceinline__ fh_eval_rec fh_eval_record(const fh_step_result& r) {
   fh_eval_rec x;
@@ -96,7 +83,7 @@ static __global__ void eval_reset_kernel(fh_eval_args a) {
   const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= a.n_seg) return;
   fh_env_state s;
-  fh_eval_start(s, a.seg_begin[k]);
+  fh_env_start_flat(s, a.seg_begin[k]);
   a.state[k] = s;
 }
 
@@ -180,7 +167,7 @@ static __global__ void eval_fixed_kernel(fh_eval_args a, int32_t a0, int32_t a1)
   if (k >= a.n_seg) return;
   const int32_t b = a.seg_begin[k], e = a.seg_end[k];
   fh_env_state s;
-  fh_eval_start(s, b);
+  fh_env_start_flat(s, b);
   for (int32_t i = 0; i < e - b - 1; ++i) fh_eval_step_one(a, s, a0, a1, 0);
   fh_eval_finish_one(a, s, k);
   a.state[k] = s;

@@ -55,8 +55,7 @@ void fh_cpu_evaluate(fh_trainer* t, int policy, fh_metrics* out) {
   std::vector<float> obs;
   for (int32_t k = 0; k < S; ++k) {
     fh_env_state& s = st[(size_t)k];
-    memset(&s, 0, sizeof s);
-    s.t = t->seg_begin[(size_t)k];
+    fh_env_start_flat(s, t->seg_begin[(size_t)k]);
     live[(size_t)k] = t->seg_end[(size_t)k] - t->seg_begin[(size_t)k] > 1;
   }
   const int32_t mid = (t->cfg.branch_sizes[0] - 1) / 2;
