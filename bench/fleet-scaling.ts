@@ -268,8 +268,9 @@ class Fleet {
       this.checkAlive();
       const rec = await store.get(id);
       const done = Object.values(await this.o.redis.hgetall(store.keys(id).epochs)).reduce((s, v) => s + Number(v), 0);
-      if (done !== lastShown && done % Math.max(1, this.o.epochs) === 0) {
-        this.o.progress(`  N=${this.n}: ${done}/${this.o.trials * this.o.epochs} trial-epochs committed`);
+      const total = this.o.trials * this.o.epochs;
+      if (done !== lastShown && (lastShown < 0 || done === total || done - lastShown >= Math.max(1, Math.round(total / 8)))) {
+        this.o.progress(`  N=${this.n}: ${done}/${total} trial-epochs committed`);
         lastShown = done;
       }
       const failed = (await runs.list(1000)).filter((r) => r.sweepId === id && r.status === 'failed');
@@ -298,6 +299,9 @@ class Fleet {
       }
     }
     await Promise.race([Promise.all(this.procs.map(exited)), sleep(5000)]);
+    // and wait (a little) until no process of those groups is left
+    const end = Date.now() + 5000;
+    while (Date.now() < end && this.procs.some((p) => p.pid !== undefined && groupExists(p.pid))) await sleep(50);
     for (const q of [this.epochs, this.sweeps]) {
       await q.obliterate({ force: true }).catch(() => undefined);
       await q.close().catch(() => undefined);
@@ -307,6 +311,15 @@ class Fleet {
     let leftoverKeys = 0;
     for (const pattern of patterns) leftoverKeys += (await scanAll(this.o.redis, pattern)).length;
     return { stopExit, leftoverKeys };
+  }
+}
+
+function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 
