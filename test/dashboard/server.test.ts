@@ -42,7 +42,11 @@ beforeAll(async () => {
   await sweepsQ.add('boom', { n: 5 });
   await sweepsQ.add('boom', { n: 6 });
   failer = new Worker(sweepsQ.name, async (job) => { if (job.name === 'boom') throw new Error('boom'); }, { connection: bullConnection(url) });
-  for (let i = 0; i < 50 && (await sweepsQ.getFailedCount()) < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  // wait for both failures (not a fixed time: a loaded machine may take longer to start the worker)
+  for (const deadline = Date.now() + 45_000; (await sweepsQ.getFailedCount()) < 2;) {
+    if (Date.now() > deadline) throw new Error('the two boom jobs did not fail within 45 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
   await failer.close();
   app = await buildDashboard({ redis, queues: [epochsQ, sweepsQ], keys, auth: { enabled: true, adminToken: ADMIN, readonlyToken: VIEWER } });
 });

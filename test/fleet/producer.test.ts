@@ -77,13 +77,13 @@ describe('foxhunt queue commands', () => {
 
     const first = await foxhunt(env, ['enqueue', '--config', TINY, '--epochs', '2', '--run-id', 'cli2', '--follow']);
     expect(first.code).toBe(0);
-    expect(first.out.trim().split('\n')).toHaveLength(3); // header + 2 epochs
+    expect(first.out.trim().split('\n'), `stdout:\n${first.out}\nstderr:\n${first.err}`).toHaveLength(3); // header + 2 epochs
     expect(first.err).toMatch(/run cli2: completed at epoch 2/);
 
     const more = await foxhunt(env, ['enqueue', '--run', 'cli2', '--epochs', '3', '--follow']);
     expect(more.code).toBe(0);
     expect(more.err).toMatch(/epochs 3\.\.3/);
-    expect(more.out.trim().split('\n')).toHaveLength(4);
+    expect(more.out.trim().split('\n'), `stdout:\n${more.out}\nstderr:\n${more.err}`).toHaveLength(4);
 
     const show = await foxhunt(env, ['show', 'cli2', '--json']);
     const shown = JSON.parse(show.out) as { run: { status: string }; epochs: { epoch: number; scalars: Record<string, number | null> }[] };

@@ -160,6 +160,6 @@ describe('native bad input', () => {
     `;
     const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code], { encoding: 'utf8', timeout: 60_000 });
     expect(r.stdout).not.toMatch(/survived/);
-    expect(r.signal).toBe('SIGSEGV');
+    expect(r.signal, `exit status ${String(r.status)}, ${String(r.error)}, stderr:\n${r.stderr}`).toBe('SIGSEGV');
   });
 });
