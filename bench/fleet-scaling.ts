@@ -87,6 +87,8 @@ export interface ScalingRow {
   speedup: number;
   efficiency: number;
   medianEpochMs: number;
+  /** Sum of the native epoch times over N × wall: the share of worker time spent training. */
+  busy: number;
   perWorker: WorkerShare[];
   /** 1-minute load average of the host just before the batch (its own workers idle). */
   loadBefore: number;
@@ -457,6 +459,7 @@ export async function runFleetBench(o: FleetBenchOptions): Promise<FleetBenchRes
         speedup: 0,
         efficiency: 0,
         medianEpochMs: median(all.map((e) => e.ms).filter((x): x is number => x !== null)),
+        busy: all.reduce((s, e) => s + (e.ms ?? 0), 0) / (n * (end - t0)),
         perWorker: batch.perWorker,
         loadBefore,
         stopExit: closed.stopExit,
@@ -556,7 +559,7 @@ export function formatFleetBench(r: FleetBenchResult): string {
   lines.push(`host ${r.host.hostname}: ${r.host.cpus} CPU cores (${r.host.cpuModel}), GPUs ${r.host.gpus}; commit ${r.commit ?? 'n/a'}; ${r.date}`);
   lines.push(`batch: ${r.trials} trials x ${r.epochs} epochs (${r.batch}); config ${r.config} --set ${r.sets.join(' --set ')}`);
   if (r.rows.some((x) => x.workers > r.host.cpus)) lines.push(`note: this host has ${r.host.cpus} cores, so N > ${r.host.cpus} cannot scale (one core per simulated GPU)`);
-  const head = ['workers', 'bound (gpu=pid)', 'trial-epochs', 'wall s', 'trial-epochs/min', 'speedup', 'efficiency', 'epoch ms (median)', 'load before', 'runs/epochs per worker'];
+  const head = ['workers', 'bound (gpu=pid)', 'trial-epochs', 'wall s', 'trial-epochs/min', 'speedup', 'efficiency', 'epoch ms (median)', 'busy', 'load before', 'runs/epochs per worker'];
   const rows = r.rows.map((x) => [
     String(x.workers),
     x.bound.map((b) => `${b.gpu ?? 'cpu'}=${b.pid}`).join(' '),
@@ -566,13 +569,14 @@ export function formatFleetBench(r: FleetBenchResult): string {
     `${x.speedup.toFixed(2)}x`,
     `${(x.efficiency * 100).toFixed(0)}%`,
     x.medianEpochMs.toFixed(0),
+    `${(x.busy * 100).toFixed(0)}%`,
     x.loadBefore.toFixed(2),
     x.perWorker.map((w) => `${workerLabel(w)}:${w.runs}/${w.epochs}`).join(' '),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   lines.push(head.map((h, i) => pad(h, widths[i] ?? 0)).join('  '));
-  for (const row of rows) lines.push(row.map((c, i) => pad(c, widths[i] ?? 0, i > 1 && i < 9)).join('  '));
-  lines.push(`efficiency = speedup / (N / ${r.baseline}), against N=${r.baseline}; stop exit codes ${r.rows.map((x) => x.stopExit ?? 'killed').join(', ')}; keys left ${r.rows.reduce((s, x) => s + x.leftoverKeys, 0)}`);
+  for (const row of rows) lines.push(row.map((c, i) => pad(c, widths[i] ?? 0, i > 1 && i < 10)).join('  '));
+  lines.push(`efficiency = speedup / (N / ${r.baseline}), against N=${r.baseline}; busy = native epoch time / (N x wall); stop exit codes ${r.rows.map((x) => x.stopExit ?? 'killed').join(', ')}; keys left ${r.rows.reduce((s, x) => s + x.leftoverKeys, 0)}`);
   const k = r.kill;
   if (k !== null) {
     lines.push(`kill test (N=${k.workers}): SIGKILL of ${k.victim.gpu === null ? 'cpu' : `gpu${k.victim.gpu}`} worker pid ${k.victim.pid} while it trained ${k.victim.runId} at epoch ${k.victim.epochAtKill}/${r.epochs}`);
