@@ -577,6 +577,10 @@ export function formatFleetBench(r: FleetBenchResult): string {
   lines.push(head.map((h, i) => pad(h, widths[i] ?? 0)).join('  '));
   for (const row of rows) lines.push(row.map((c, i) => pad(c, widths[i] ?? 0, i > 1 && i < 10)).join('  '));
   lines.push(`efficiency = speedup / (N / ${r.baseline}), against N=${r.baseline}; busy = native epoch time / (N x wall); stop exit codes ${r.rows.map((x) => x.stopExit ?? 'killed').join(', ')}; keys left ${r.rows.reduce((s, x) => s + x.leftoverKeys, 0)}`);
+  const busyHost = r.rows.filter((x) => x.loadBefore > r.host.cpus);
+  if (busyHost.length > 0) {
+    lines.push(`warning: the host was already loaded (1-min load > ${r.host.cpus} cores) before N=${busyHost.map((x) => x.workers).join(', N=')}: other work shared the cores, so those rows understate the scaling`);
+  }
   const k = r.kill;
   if (k !== null) {
     lines.push(`kill test (N=${k.workers}): SIGKILL of ${k.victim.gpu === null ? 'cpu' : `gpu${k.victim.gpu}`} worker pid ${k.victim.pid} while it trained ${k.victim.runId} at epoch ${k.victim.epochAtKill}/${r.epochs}`);
