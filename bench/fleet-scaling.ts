@@ -23,8 +23,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, hostname, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpus, hostname, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
@@ -90,8 +90,12 @@ export interface ScalingRow {
   /** Sum of the native epoch times over N × wall: the share of worker time spent training. */
   busy: number;
   perWorker: WorkerShare[];
-  /** 1-minute load average of the host just before the batch (its own workers idle). */
-  loadBefore: number;
+  /**
+   * Mean CPU cores in use during the batch (Linux /proc): by this bench and its fleet (supervisor,
+   * workers, trainer children), and by everything else on the host (other work, Redis). null
+   * where /proc is not readable.
+   */
+  cpu: CpuShare | null;
   /** Exit status of the supervisor (or the worst worker) after SIGTERM; null if it had to be killed. */
   stopExit: number | null;
   leftoverKeys: number;
@@ -316,6 +320,51 @@ class Fleet {
   }
 }
 
+export interface CpuShare {
+  fleet: number;
+  other: number;
+}
+
+interface CpuSample {
+  ms: number;
+  /** host busy jiffies (all cores) */
+  host: number;
+  /** jiffies of this process and of every process in the fleet's process groups (with reaped children) */
+  ours: number;
+}
+
+const CLK_TCK = 100;
+
+function cpuSample(procs: readonly ChildProcess[]): CpuSample | null {
+  try {
+    const f = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    const host = total - (f[3] ?? 0) - (f[4] ?? 0);
+    const groups = new Set(procs.map((p) => p.pid).filter((x): x is number => x !== undefined));
+    const self = process.cpuUsage();
+    let ours = (self.user + self.system) / 1e6 * CLK_TCK;
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      let stat: string;
+      try { stat = readFileSync(`/proc/${d}/stat`, 'utf8'); } catch { continue; }
+      // fields after "(comm)": state ppid pgrp ... utime(11) stime(12) cutime(13) cstime(14)
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (!groups.has(Number(rest[2]))) continue;
+      ours += [11, 12, 13, 14].reduce((a, i) => a + Number(rest[i] ?? 0), 0);
+    }
+    return { ms: Date.now(), host, ours };
+  } catch {
+    return null;
+  }
+}
+
+function cpuShare(a: CpuSample | null, b: CpuSample | null): CpuShare | null {
+  if (a === null || b === null || b.ms <= a.ms) return null;
+  const s = (b.ms - a.ms) / 1000 * CLK_TCK;
+  const fleet = (b.ours - a.ours) / s;
+  return { fleet, other: Math.max(0, (b.host - a.host) / s - fleet) };
+}
+
 function groupExists(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
@@ -422,7 +471,7 @@ export async function runFleetBench(o: FleetBenchOptions): Promise<FleetBenchRes
   process.on('SIGTERM', onSignal);
 
   const runBatch = async (n: number, extraEnv: Record<string, string>,
-    during?: (fleet: Fleet, sweepId: string, t0: number) => Promise<void>): Promise<{ fleet: Fleet; t0: number; sweepId: string; ready: WorkerHeartbeat[]; loadBefore: number }> => {
+    during?: (fleet: Fleet, sweepId: string, t0: number) => Promise<void>): Promise<{ fleet: Fleet; t0: number; sweepId: string; ready: WorkerHeartbeat[]; cpu: CpuShare | null }> => {
     const fleet = new Fleet(o, n, cacheDir, extraEnv);
     fleets.add(fleet);
     fleet.start();
@@ -432,16 +481,16 @@ export async function runFleetBench(o: FleetBenchOptions): Promise<FleetBenchRes
     const warm = await enqueuePrecompute(fleet.epochs, { config: warmCfg });
     await fleet.runJob(warm, 120_000);
     const sweepId = `bench-fleet-n${n}-${fleet.tag}`;
-    const loadBefore = loadavg()[0] ?? 0;
+    const before = cpuSample(fleet.procs);
     const t0 = await fleet.startSweep(sweepId, spec);
     await Promise.all([fleet.waitSweep(sweepId, batchTimeoutMs), during?.(fleet, sweepId, t0)]);
-    return { fleet, t0, sweepId, ready, loadBefore };
+    return { fleet, t0, sweepId, ready, cpu: cpuShare(before, cpuSample(fleet.procs)) };
   };
 
   try {
     const rows: ScalingRow[] = [];
     for (const n of o.workers) {
-      const { fleet, t0, sweepId, ready, loadBefore } = await runBatch(n, {});
+      const { fleet, t0, sweepId, ready, cpu } = await runBatch(n, {});
       const batch = await readBatch(fleet, sweepId, ready);
       const bad = incompleteRuns(batch, o.epochs);
       if (bad.length > 0) throw new FoxhuntError('INTERNAL', `N=${n}: trials not completed exactly once: ${bad.join(', ')}`);
@@ -461,7 +510,7 @@ export async function runFleetBench(o: FleetBenchOptions): Promise<FleetBenchRes
         medianEpochMs: median(all.map((e) => e.ms).filter((x): x is number => x !== null)),
         busy: all.reduce((s, e) => s + (e.ms ?? 0), 0) / (n * (end - t0)),
         perWorker: batch.perWorker,
-        loadBefore,
+        cpu,
         stopExit: closed.stopExit,
         leftoverKeys: closed.leftoverKeys,
       });
@@ -493,7 +542,7 @@ export async function runFleetBench(o: FleetBenchOptions): Promise<FleetBenchRes
 }
 
 type RunBatch = (n: number, extraEnv: Record<string, string>,
-  during?: (fleet: Fleet, sweepId: string, t0: number) => Promise<void>) => Promise<{ fleet: Fleet; t0: number; sweepId: string; ready: WorkerHeartbeat[]; loadBefore: number }>;
+  during?: (fleet: Fleet, sweepId: string, t0: number) => Promise<void>) => Promise<{ fleet: Fleet; t0: number; sweepId: string; ready: WorkerHeartbeat[]; cpu: CpuShare | null }>;
 
 async function killTest(o: FleetBenchOptions, runBatch: RunBatch, fleets: Set<Fleet>): Promise<KillResult> {
   const n = 2;
@@ -559,7 +608,7 @@ export function formatFleetBench(r: FleetBenchResult): string {
   lines.push(`host ${r.host.hostname}: ${r.host.cpus} CPU cores (${r.host.cpuModel}), GPUs ${r.host.gpus}; commit ${r.commit ?? 'n/a'}; ${r.date}`);
   lines.push(`batch: ${r.trials} trials x ${r.epochs} epochs (${r.batch}); config ${r.config} --set ${r.sets.join(' --set ')}`);
   if (r.rows.some((x) => x.workers > r.host.cpus)) lines.push(`note: this host has ${r.host.cpus} cores, so N > ${r.host.cpus} cannot scale (one core per simulated GPU)`);
-  const head = ['workers', 'bound (gpu=pid)', 'trial-epochs', 'wall s', 'trial-epochs/min', 'speedup', 'efficiency', 'epoch ms (median)', 'busy', 'load before', 'runs/epochs per worker'];
+  const head = ['workers', 'bound (gpu=pid)', 'trial-epochs', 'wall s', 'trial-epochs/min', 'speedup', 'efficiency', 'epoch ms (median)', 'busy', 'cores ours/other', 'runs/epochs per worker'];
   const rows = r.rows.map((x) => [
     String(x.workers),
     x.bound.map((b) => `${b.gpu ?? 'cpu'}=${b.pid}`).join(' '),
@@ -570,16 +619,16 @@ export function formatFleetBench(r: FleetBenchResult): string {
     `${(x.efficiency * 100).toFixed(0)}%`,
     x.medianEpochMs.toFixed(0),
     `${(x.busy * 100).toFixed(0)}%`,
-    x.loadBefore.toFixed(2),
+    x.cpu === null ? 'n/a' : `${x.cpu.fleet.toFixed(2)} / ${x.cpu.other.toFixed(2)}`,
     x.perWorker.map((w) => `${workerLabel(w)}:${w.runs}/${w.epochs}`).join(' '),
   ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   lines.push(head.map((h, i) => pad(h, widths[i] ?? 0)).join('  '));
   for (const row of rows) lines.push(row.map((c, i) => pad(c, widths[i] ?? 0, i > 1 && i < 10)).join('  '));
   lines.push(`efficiency = speedup / (N / ${r.baseline}), against N=${r.baseline}; busy = native epoch time / (N x wall); stop exit codes ${r.rows.map((x) => x.stopExit ?? 'killed').join(', ')}; keys left ${r.rows.reduce((s, x) => s + x.leftoverKeys, 0)}`);
-  const busyHost = r.rows.filter((x) => x.loadBefore > r.host.cpus);
+  const busyHost = r.rows.filter((x) => x.cpu !== null && x.cpu.other > 0.25);
   if (busyHost.length > 0) {
-    lines.push(`warning: the host was already loaded (1-min load > ${r.host.cpus} cores) before N=${busyHost.map((x) => x.workers).join(', N=')}: other work shared the cores, so those rows understate the scaling`);
+    lines.push(`warning: other work used > 0.25 of a core during N=${busyHost.map((x) => x.workers).join(', N=')} (cores column): those rows understate the scaling`);
   }
   const k = r.kill;
   if (k !== null) {
