@@ -242,7 +242,7 @@ class Fleet {
         const gpus = new Set(hb.map((h) => h.gpuIndex));
         return gpus.size === this.n && hb.length === this.n ? hb.sort((a, b) => (a.gpuIndex ?? 0) - (b.gpuIndex ?? 0)) : null;
       }
-      return hb.length === this.n ? hb : null;
+      return hb.length === this.n ? hb.sort((a, b) => a.pid - b.pid) : null;
     }, 250);
   }
 
