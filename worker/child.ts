@@ -5,7 +5,8 @@
  * channel closes, so it never outlives its worker.
  *
  * Test-only fault hook: when FOXHUNT_TEST_FAULTS_FILE names a file holding a count n > 0, the next
- * epoch decrements it and then kills this process with SIGKILL, as a native crash would.
+ * trainer this process creates decrements it and is created with the native `fault_hook`, so the
+ * native library itself crashes the process (SIGSEGV) in its first run_epoch.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -25,19 +26,20 @@ function send(msg: ChildMessage): void {
   process.send?.(msg);
 }
 
-function maybeFault(): void {
+/** Whether this trainer is to crash natively (test fault hook); consumes one fault when it is. */
+function takeFault(): boolean {
   const file = process.env['FOXHUNT_TEST_FAULTS_FILE'];
-  if (file === undefined || file === '') return;
+  if (file === undefined || file === '') return false;
   let n = 0;
   try {
     n = Number(readFileSync(file, 'utf8').trim()) || 0;
   } catch {
-    return;
+    return false;
   }
-  if (n <= 0) return;
+  if (n <= 0) return false;
   writeFileSync(file, String(n - 1));
-  log.warn('test fault hook: crashing the trainer process');
-  process.kill(process.pid, 'SIGKILL');
+  log.warn('test fault hook: the native trainer will crash this process in its first epoch');
+  return true;
 }
 
 async function handle(msg: ParentMessage): Promise<void> {
@@ -47,7 +49,7 @@ async function handle(msg: ParentMessage): Promise<void> {
       const { cfg, backend } = resolveRun(parseRunConfig(msg.config, 'job'), { backend: msg.backend });
       const env = runEnvironment();
       const market = await (await loadPrepareMarket())(cfg, { dataRoot: env.dataRoot, cacheDir: env.cacheDir, log });
-      trainer = await NativeTrainer.create(cfg, market, { backend });
+      trainer = await NativeTrainer.create(cfg, market, { backend, nativeFaultHook: takeFault() });
       if (msg.checkpointPath !== null) await trainer.loadCheckpoint(await readFile(msg.checkpointPath));
       const info = trainer.info();
       send({
@@ -58,7 +60,6 @@ async function handle(msg: ParentMessage): Promise<void> {
     }
     case 'epoch': {
       if (trainer === null) throw new FoxhuntError('INTERNAL', 'epoch requested before init');
-      maybeFault();
       const stats = await trainer.runEpoch();
       const buf = await trainer.saveCheckpoint();
       const path = join(tmpDir, `epoch-${stats.epoch}.ckpt`);

@@ -133,7 +133,7 @@ export const HOST_ONLY_FIELDS: readonly string[] = [
 ];
 
 /** fh_config members not read from a RunConfig field: fixed by the ABI or by the resolved backend. */
-export const FIXED_NATIVE_FIELDS: readonly (keyof FhConfig)[] = ['backend', 'n_branches', 'fault_hook'];
+export const FIXED_NATIVE_FIELDS: readonly (keyof FhConfig)[] = ['backend', 'n_branches', 'fault_hook'];  // fault_hook: 1 only through CreateOptions.nativeFaultHook (tests)
 
 function valueAt(cfg: RunConfig, path: string): unknown {
   let cur: unknown = cfg;
@@ -341,6 +341,8 @@ function errorFor(lib: NativeLib, status: number, message: string, context: stri
 export interface CreateOptions {
   backend?: BackendChoice;
   libDir?: string;
+  /** Test only: the native library crashes the process (SIGSEGV) in the first run_epoch. */
+  nativeFaultHook?: boolean;
 }
 
 export class NativeTrainer {
@@ -370,6 +372,7 @@ export class NativeTrainer {
     const backend = resolveBackend(opts.backend ?? cfg.gpu.backend, opts.libDir);
     const lib = loadNative(backend, opts.libDir);
     const config = toNativeConfig(cfg, backend);
+    if (opts.nativeFaultHook === true) config.fault_hook = 1;
     const nativeMarket = toNativeMarket(market);
     const err = Buffer.alloc(ERR_LEN);
     const validated = lib.fh_validate_config(config, err, ERR_LEN);

@@ -89,7 +89,7 @@ describe('foxhunt-worker', () => {
     await enqueueEpochs(env.queue, env.redis, env.keys, { runId: 'crashy', epochs: EPOCHS, config: tinyConfig() }, { attempts: 3, backoffMs: 200 });
     const run = await finished(env, 'crashy');
     expect(run.status).toBe('completed');
-    expect(w.log.some((l) => /TRAINER_CRASHED/.test(l) && /SIGKILL/.test(l))).toBe(true);
+    expect(w.log.some((l) => /TRAINER_CRASHED/.test(l) && /SIGSEGV/.test(l))).toBe(true); // the native fault hook
     const job = await waitUntil('job completed', async () => {
       const j = await Job.fromId(env.queue, run.jobId ?? '');
       // re-read once completed: the job may have completed between the read and getState()
