@@ -6,7 +6,7 @@
 #   bench/gpu/env.sh sanitize   also compute-sanitizer memcheck + racecheck on the small config
 #   bench/gpu/env.sh all        sanitize, then build the libraries (CMake) and run this half's vitest
 #                               GPU tests (test/gpu/{env,per,eval}.test.ts); needs .gpuhost carried
-#                               (/work/shared/gpu-host/pack) for node and node_modules
+#                               (the shared gpu-host pack script) for node and node_modules
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/fh-env-out}

@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck + racecheck on a small config, the measured bf16 GEMM rate (the floor) and
 # the reference-config benchmark. Logs under $OUT (or ./gpu-out); a short table last.
 #   usage: bench/gpu/net.sh [all|check|bench|profile|sanitize|vitest]      (default all)
-#   vitest: the Node suite test/gpu/net.test.ts; needs the packed runtime (/work/shared/gpu-host/pack,
+#   vitest: the Node suite test/gpu/net.test.ts; needs the packed runtime (the shared gpu-host pack script,
 #   then run with carry [".gpuhost"]).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
