@@ -44,6 +44,7 @@ import { parseSweepSpec, planTrials } from '../src/sweep/spec.js';
 import type { ResolvedSweepSpec } from '../src/sweep/spec.js';
 import { SweepStore } from '../src/sweep/store.js';
 import { median } from './bench.js';
+import { deleteKeys, scanKeys } from '../src/redis/scan.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WORKER_BIN = join(ROOT, 'bin', 'foxhunt-worker.js');
@@ -313,9 +314,9 @@ class Fleet {
       await q.close().catch(() => undefined);
     }
     const patterns = [`${this.keys.prefix}:*`, `bull:${this.epochsName}:*`, `bull:${this.sweepsName}:*`];
-    for (const pattern of patterns) await deleteMatching(this.o.redis, pattern);
+    for (const pattern of patterns) await deleteKeys(this.o.redis, pattern);
     let leftoverKeys = 0;
-    for (const pattern of patterns) leftoverKeys += (await scanAll(this.o.redis, pattern)).length;
+    for (const pattern of patterns) leftoverKeys += (await scanKeys(this.o.redis, pattern)).length;
     return { stopExit, leftoverKeys };
   }
 }
@@ -372,22 +373,6 @@ function groupExists(pgid: number): boolean {
   } catch {
     return false;
   }
-}
-
-async function scanAll(redis: Redis, pattern: string): Promise<string[]> {
-  const out: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    out.push(...found);
-  } while (cursor !== '0');
-  return out;
-}
-
-async function deleteMatching(redis: Redis, pattern: string): Promise<void> {
-  const found = await scanAll(redis, pattern);
-  for (let i = 0; i < found.length; i += 500) await redis.del(...found.slice(i, i + 500));
 }
 
 /** The sweep every batch runs: the base config, one core per worker, lr varied, ASHA off. */

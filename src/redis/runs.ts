@@ -5,6 +5,7 @@
 import type { Redis } from 'ioredis';
 import { FoxhuntError } from '../errors.js';
 import { Keys } from './keys.js';
+import { scanKeys } from './scan.js';
 
 export const RUN_STATUSES = ['queued', 'running', 'completed', 'failed', 'cancelled', 'pruned'] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
@@ -170,13 +171,7 @@ export class RunStore {
   /** Delete a run and everything under it (tests and cleanup). */
   async delete(runId: string): Promise<void> {
     const k = this.keys.run(runId);
-    const chunkKeys: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, found] = await this.redis.scan(cursor, 'MATCH', `${k.chunkBase}*`, 'COUNT', 500);
-      cursor = next;
-      chunkKeys.push(...found);
-    } while (cursor !== '0');
+    const chunkKeys = await scanKeys(this.redis, `${k.chunkBase}*`);
     await this.redis.del(k.record, k.epochs, k.ckpts, ...chunkKeys);
     await this.redis.zrem(this.keys.runsIndex(), runId);
   }

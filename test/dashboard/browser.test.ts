@@ -19,6 +19,7 @@ import { Keys } from '../../src/redis/keys.js';
 import { RunStore } from '../../src/redis/runs.js';
 import type { LeaderboardRow } from '../../src/sweep/store.js';
 import { seedEpochs, seedRun, seedSweep, seedWorkers } from './seed.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const hasChromium = existsSync(CHROMIUM);
@@ -68,12 +69,7 @@ afterAll(async () => {
   await browser?.close();
   await app?.close();
   for (const q of [epochsQ, sweepsQ]) { await q.obliterate({ force: true }).catch(() => undefined); await q.close(); }
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (found.length > 0) await redis.del(...found);
-  } while (cursor !== '0');
+  await deleteKeys(redis, `${keys.prefix}:*`);
   await redis.quit();
 });
 

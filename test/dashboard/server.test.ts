@@ -13,6 +13,7 @@ import { bullConnection } from '../../src/queue/connection.js';
 import { Keys } from '../../src/redis/keys.js';
 import { writeHeartbeat } from '../../src/redis/workers.js';
 import { seedRun, seedSweep, seedWorkers } from './seed.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 const url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const tag = randomBytes(4).toString('hex');
@@ -54,12 +55,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await app?.close();
   for (const q of [epochsQ, sweepsQ]) { await q.obliterate({ force: true }).catch(() => undefined); await q.close(); }
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (found.length > 0) await redis.del(...found);
-  } while (cursor !== '0');
+  await deleteKeys(redis, `${keys.prefix}:*`);
   await redis.quit();
 });
 

@@ -16,6 +16,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, test } from 'vitest';
 import { resolveAuth } from '../../src/dashboard/auth.js';
 import { ROOT, at, loadCompose } from './load.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -55,12 +56,7 @@ describe('foxhunt dashboard as deployed', () => {
     const redis = new Redis({ host: '127.0.0.1', port: 6379, lazyConnect: true });
     await redis.connect();
     for (const pattern of [`fhdeploy-${tag}:*`, `bull:fh-deploy-epochs-${tag}:*`, `bull:fh-deploy-sweeps-${tag}:*`]) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== '0');
+      await deleteKeys(redis, pattern);
     }
     await redis.quit();
   });

@@ -21,6 +21,7 @@ import { loadRunConfig } from '../../src/config/load.js';
 import { enqueueEpochs } from '../../src/queue/queues.js';
 import { Keys } from '../../src/redis/keys.js';
 import { ROOT } from './load.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -111,12 +112,7 @@ describe('foxhunt-worker honours the deployment contract', () => {
     const redis = new Redis({ host: '127.0.0.1', port: 6379, lazyConnect: true });
     await redis.connect();
     for (const pattern of [`${prefix}:*`, `bull:${epochsQueue}:*`, `bull:fh-deploy-sweeps-${tag}:*`]) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-        cursor = next;
-        if (keys.length > 0) await redis.del(...keys);
-      } while (cursor !== '0');
+      await deleteKeys(redis, pattern);
     }
     await redis.quit();
     rmSync(dir, { recursive: true, force: true });

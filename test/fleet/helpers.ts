@@ -19,6 +19,7 @@ import { Keys } from '../../src/redis/keys.js';
 import type { Scalars } from '../../src/trainer/scalars.js';
 import { trainLocal } from '../../src/trainer/local.js';
 import { pino } from 'pino';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const TINY = join(ROOT, 'config', 'runs', 'tiny.toml');
@@ -61,12 +62,7 @@ export function fleetEnv(url: string = REDIS_URL): FleetEnv {
       await queue.obliterate({ force: true }).catch(() => undefined);
       await queue.close().catch(() => undefined);
       for (const pattern of [`${prefix}:*`, `bull:${queueName}:*`, `bull:${queueName}-sweeps:*`]) {
-        let cursor = '0';
-        do {
-          const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-          cursor = next;
-          if (found.length > 0) await redis.del(...found);
-        } while (cursor !== '0');
+        await deleteKeys(redis, pattern);
       }
       redis.disconnect();
     },

@@ -11,6 +11,7 @@ import { formatFleetBench, runFleetBench } from '../../bench/fleet-scaling.js';
 import { parseWorkerCounts } from '../../producer/commands/bench-fleet.js';
 import { libraryExists } from '../../src/native/paths.js';
 import { REDIS_URL, ROOT, TINY } from './helpers.js';
+import { scanKeys } from '../../src/redis/scan.js';
 
 const native = libraryExists('cpu');
 let redis: Redis;
@@ -32,14 +33,7 @@ function alive(pid: number): boolean {
 }
 
 async function keysMatching(pattern: string): Promise<number> {
-  let n = 0;
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    n += found.length;
-  } while (cursor !== '0');
-  return n;
+  return (await scanKeys(redis, pattern)).length;
 }
 
 describe('bench-fleet arguments', () => {

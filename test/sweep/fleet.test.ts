@@ -20,6 +20,7 @@ import { SweepStore } from '../../src/sweep/store.js';
 import type { LeaderboardRow } from '../../src/sweep/store.js';
 import { referenceAsha } from './reference.js';
 import type { Report } from './reference.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 const run = promisify(execFile);
 const url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
@@ -92,12 +93,7 @@ afterAll(async () => {
     await q.obliterate({ force: true }).catch(() => undefined);
     await q.close();
   }
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (found.length > 0) await redis.del(...found);
-  } while (cursor !== '0');
+  await deleteKeys(redis, `${keys.prefix}:*`);
   await redis.quit();
 });
 

@@ -23,6 +23,7 @@ import { parseSweepSpec } from '../../src/sweep/spec.js';
 import { SweepStore } from '../../src/sweep/store.js';
 import { referenceAsha } from './reference.js';
 import type { Report } from './reference.js';
+import { deleteKeys } from '../../src/redis/scan.js';
 
 const url = process.env['REDIS_URL'] ?? 'redis://127.0.0.1:6379';
 const tag = randomBytes(4).toString('hex');
@@ -94,12 +95,7 @@ beforeAll(() => {
 afterAll(async () => {
   for (const o of opened.reverse()) await o.close().catch(() => undefined);
   for (const q of queues) { await q.obliterate({ force: true }).catch(() => undefined); await q.close(); }
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${keys.prefix}:*`, 'COUNT', 1000);
-    cursor = next;
-    if (found.length > 0) await redis.del(...found);
-  } while (cursor !== '0');
+  await deleteKeys(redis, `${keys.prefix}:*`);
   await redis.quit();
 });
 
