@@ -88,12 +88,12 @@ export interface BenchOptions {
   libDir?: string;
 }
 
-/** The checkout's commit, or $FOXHUNT_COMMIT where there is no git (a copied tree on a GPU host). */
+/** $FOXHUNT_COMMIT when set (a copied tree on a GPU host may carry a stale .git), else the checkout's commit. */
 function gitCommit(): string | null {
-  const r = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' });
-  if (r.status === 0) return r.stdout.trim();
   const fromEnv = process.env['FOXHUNT_COMMIT'];
-  return fromEnv !== undefined && fromEnv !== '' ? fromEnv : null;
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  const r = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
 }
 
 export async function runBench(opts: BenchOptions): Promise<BenchResult> {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseToml } from 'smol-toml';
 import type { z } from 'zod';
 import { FoxhuntError } from '../errors.js';
-import { RunConfigSchema } from './schema.js';
+import { GpuSchema, RunConfigSchema, TrainSchema } from './schema.js';
 import type { RunConfig } from './schema.js';
 
 type Table = Record<string, unknown>;
@@ -153,6 +153,9 @@ export function configHash(cfg: RunConfig): string {
   return createHash('sha256').update(canonicalJson(cfg)).digest('hex');
 }
 
+/** Schema defaults of the sections a GPU profile may set. */
+const SECTION_DEFAULTS: Record<'gpu' | 'train', Table> = { gpu: GpuSchema.parse({}) as Table, train: TrainSchema.parse({}) as Table };
+
 export type GpuProfileName = 'cpu' | 'h100' | 'h200';
 
 /** Which profile `auto` means on a device (by its name; no device or unknown → cpu or h100). */
@@ -165,7 +168,8 @@ export function pickGpuProfile(cfg: RunConfig, deviceName?: string): GpuProfileN
 
 /**
  * Overlay config/gpu/<profile>.toml ([gpu] and [train] tables only) on a config and revalidate.
- * The profile's values win over the run's; `gpu.profile` becomes the resolved name.
+ * The profile's values are the device's defaults: they replace the run's values that are still the
+ * schema defaults, and a run's own non-default values win. `gpu.profile` becomes the resolved name.
  */
 export function resolveGpuProfile(cfg: RunConfig, opts: { deviceName?: string; configDir?: string } = {}): RunConfig {
   const name = pickGpuProfile(cfg, opts.deviceName);
@@ -181,7 +185,13 @@ export function resolveGpuProfile(cfg: RunConfig, opts: { deviceName?: string; c
     const over = profile[section];
     if (over === undefined) continue;
     if (!isTable(over)) throw new FoxhuntError('CONFIG_INVALID', `[${section}] must be a table`, { where: file });
-    Object.assign(merged[section] as Table, over);
+    // A value the run set away from the schema default (e.g. --set train.batch_size=8192, or
+    // gpu.graphs = false) is the user's choice and stays; the rest takes the device's value.
+    const target = merged[section] as Table;
+    const defaults = SECTION_DEFAULTS[section];
+    for (const [k, v] of Object.entries(over)) {
+      if (!(k in defaults) || canonicalJson(target[k]) === canonicalJson(defaults[k])) target[k] = v;
+    }
   }
   (merged['gpu'] as Table)['profile'] = name;
   return parseRunConfig(merged, file);

@@ -133,4 +133,16 @@ describe('run config', () => {
     expect(h200.gpu.backend).toBe('cuda');
     expect(resolveGpuProfile(base, { deviceName: 'NVIDIA H100 80GB HBM3' }).gpu.profile).toBe('h100');
   });
+
+  it('keeps a run\'s own non-default [train]/[gpu] values over the GPU profile', () => {
+    const set = loadRunConfig(runs('reference.toml'), ['train.batch_size=8192', 'gpu.graphs=false', 'train.batch_cap=4096']);
+    const h200 = resolveGpuProfile(set, { deviceName: 'NVIDIA H200' });
+    expect(h200.train.batch_size).toBe(8192);
+    expect(h200.train.batch_cap).toBe(4096);
+    expect(h200.gpu.graphs).toBe(false);
+    expect(h200.gpu.backend).toBe('cuda');
+    const cpu = resolveGpuProfile(set);
+    expect(cpu.train.batch_cap).toBe(4096);
+    expect(cpu.gpu.backend).toBe('cpu');
+  });
 });
