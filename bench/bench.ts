@@ -72,6 +72,7 @@ export interface BenchResult {
   floor_ms: number | null;
   lib_sha256: string;
   lib_version: string;
+  engine: string;
   commit: string | null;
   date: string;
 }
@@ -153,6 +154,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     floor_ms: peak.tflops !== null && peak.tflops > 0 ? (flops / (peak.tflops * 1e12)) * 1e3 : null,
     lib_sha256: info.libSha256,
     lib_version: info.libVersion,
+    engine: info.engine,
     commit: gitCommit(),
     date: new Date().toISOString(),
   };
@@ -197,6 +199,7 @@ export function formatBench(r: BenchResult): string {
   return [
     `foxhunt bench: config ${r.config} (${r.config_path})`,
     `backend ${r.backend}, device ${r.device}, lib ${r.lib_version} ${r.lib_sha256.slice(0, 12)}, commit ${r.commit ?? 'n/a'}`,
+    `engine ${r.engine}`,
     `batch ${r.batch_size}, ${r.n_envs} envs x ${r.episode_len} steps, ${r.train_steps} train steps, D ${r.obs_dim}, params ${r.n_params}`,
     `${r.warmup} warm-up + ${r.epochs} measured epochs (medians)`,
     '',

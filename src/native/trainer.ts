@@ -239,6 +239,8 @@ export interface TrainerInfo {
   deviceUuid: string;
   deviceMemTotal: number;
   deviceMemFree: number;
+  /** What the trainer runs (dtype, graphs, backward path), from the native library. */
+  engine: string;
   libSha256: string;
   libVersion: string;
   libPath: string;
@@ -259,6 +261,7 @@ export function infoFromNative(info: FhInfo, lib: NativeLib): TrainerInfo {
     deviceUuid: info.device_uuid,
     deviceMemTotal: toNumber(info.device_mem_total),
     deviceMemFree: toNumber(info.device_mem_free),
+    engine: info.engine,
     libSha256: lib.sha256,
     libVersion: lib.version,
     libPath: lib.path,

@@ -5,6 +5,7 @@
  *     for C51 (atoms 51) and plain Q (atoms 1, Huber). bf16 gradients get 12% relative L2: every layer
  *     rounds activations and incoming gradients to 8 mantissa bits and the Huber gradient is a sum of
  *     terms of both signs (measured on an H200: 1.8% for C51, 8.7% for Huber; fp32 mode: 2e-7);
+ *   - the fused backward (cuBLASLt DRELU / BGRADB epilogues) against the elementwise-kernel backward;
  *   - graphs on == graphs off, bit for bit (epoch scalars and parameters);
  *   - one host synchronisation per epoch;
  *   - the edge-market learning check on the GPU (the CPU backend learns it in ~20 tiny epochs);
@@ -46,15 +47,18 @@ function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: ReturnType<typeof native
 }
 
 describe('CUDA network vs the CPU backend', () => {
+  // hh 128: the heads' ReLU backward also runs in the GEMM epilogues (tiny's hh 16 keeps it a kernel)
   const cases = [
-    { det: 1, atoms: 51, tolQ: 1e-4, tolG: 1e-3 },
-    { det: 1, atoms: 1, tolQ: 1e-4, tolG: 1e-3 },
-    { det: 0, atoms: 51, tolQ: 2e-2, tolG: 1.2e-1 },
-    { det: 0, atoms: 1, tolQ: 2e-2, tolG: 1.2e-1 },
+    { det: 1, atoms: 51, hh: 16, tolQ: 1e-4, tolG: 1e-3 },
+    { det: 1, atoms: 1, hh: 16, tolQ: 1e-4, tolG: 1e-3 },
+    { det: 0, atoms: 51, hh: 16, tolQ: 2e-2, tolG: 1.2e-1 },
+    { det: 0, atoms: 1, hh: 16, tolQ: 2e-2, tolG: 1.2e-1 },
+    { det: 1, atoms: 51, hh: 128, tolQ: 1e-4, tolG: 1e-3 },
+    { det: 0, atoms: 51, hh: 128, tolQ: 2e-2, tolG: 1.2e-1 },
   ];
   for (const c of cases) {
-    test(`${c.det ? 'fp32 deterministic' : 'bf16'}, atoms ${c.atoms}: q_values, loss, gradient, priority signal`, () => {
-      const cfg = tinyConfig([`agent.atoms=${c.atoms}`]);
+    test(`${c.det ? 'fp32 deterministic' : 'bf16'}, atoms ${c.atoms}, head_hidden ${c.hh}: q_values, loss, gradient, priority signal`, () => {
+      const cfg = tinyConfig([`agent.atoms=${c.atoms}`, `agent.head_hidden=${c.hh}`]);
       const m = nativeMarket(market(cfg));
       const cpu = loadNative('cpu');
       const gpu = loadNative('cuda');
@@ -102,6 +106,60 @@ describe('CUDA network vs the CPU backend', () => {
         cpu.fh_trainer_destroy(hc);
         gpu.fh_trainer_destroy(hg);
       }
+    });
+  }
+});
+
+describe('fused backward epilogues (cuBLASLt DRELU / BGRADB)', () => {
+  // The same loss + gradient with the epilogues (default) and with the elementwise kernels
+  // (FH_FUSED_EPILOGUE=0, read when a trainer is created), on identical parameters and inputs.
+  for (const det of [1, 0]) {
+    test(`${det ? 'fp32 deterministic' : 'bf16'}: fused == kernel backward; the H200 runs the fused one`, () => {
+      const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
+      const m = nativeMarket(market(cfg));
+      const gpu = loadNative('cuda');
+      const r = rng(SEED + 101 + det);
+      const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+      const B = 96;
+      let inputs: { obs: Float32Array; next: Float32Array; act: Int32Array; ret: Float32Array; disc: Float32Array; w: Float32Array } | null = null;
+      const grads = (fused: boolean) => {
+        const prev = process.env['FH_FUSED_EPILOGUE'];
+        process.env['FH_FUSED_EPILOGUE'] = fused ? '1' : '0';
+        try {
+          return withTrainer(gpu, cudaConfig(cfg, { deterministic: det, use_graphs: 0 }), m, (h) => {
+            const inf = info(gpu, h);
+            expect(inf.engine).toMatch(fused ? /fused-epilogue backward/ : /kernel backward/);
+            const P = Number(inf.n_params);
+            const D = inf.obs_dim;
+            inputs ??= {
+              obs: Float32Array.from({ length: B * D }, gauss),
+              next: Float32Array.from({ length: B * D }, gauss),
+              act: Int32Array.from({ length: B * 3 }, (_, i) => Math.floor(r() * (i % 3 === 1 ? 4 : 3))),
+              ret: Float32Array.from({ length: B }, () => 2 * gauss()),
+              disc: Float32Array.from({ length: B }, (_, i) => (i % 5 === 0 ? 0 : 0.970299)),
+              w: Float32Array.from({ length: B }, () => 0.5 + 0.5 * r()),
+            };
+            const { obs, next, act, ret, disc, w } = inputs;
+            const loss: [number] = [NaN];
+            const g = new Float32Array(P).fill(NaN);
+            const td = new Float32Array(B).fill(NaN);
+            expect(gpu.fh_trainer_loss_grad(h, B, obs, act, ret, disc, next, w, loss, g, td), gpu.fh_trainer_last_error(h) ?? '')
+              .toBe(FhStatus.OK);
+            return { loss: loss[0], g, td };
+          });
+        } finally {
+          if (prev === undefined) delete process.env['FH_FUSED_EPILOGUE'];
+          else process.env['FH_FUSED_EPILOGUE'] = prev;
+        }
+      };
+      const a = grads(true);
+      const b = grads(false);
+      // The forward with a mask may run another cuBLASLt kernel (another summation order), and the bias
+      // gradients are summed in another order: fp32 agrees to ~1e-7, bf16 to its rounding of activations.
+      const tol = det ? 1e-5 : 2e-2;
+      expect(Math.abs(a.loss - b.loss) / Math.abs(b.loss), `seed ${SEED}`).toBeLessThan(tol);
+      expect(relL2(a.td, b.td), `seed ${SEED}`).toBeLessThan(tol);
+      expect(relL2(a.g, b.g), `seed ${SEED}`).toBeLessThan(det ? 1e-5 : 6e-2);
     });
   }
 });

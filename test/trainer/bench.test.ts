@@ -7,7 +7,7 @@ import type { TrainerInfo } from '../../src/native/trainer.js';
 function info(backend: 'cpu' | 'cuda', deviceName: string): TrainerInfo {
   return {
     backend, device: 0, batchSize: 64, obsDim: 136, nParams: 1000, replayCapacity: 65536, flopsPerEpoch: 1e9, rewardScale: 1,
-    configHash: '0'.repeat(16), deviceName, deviceUuid: '', deviceMemTotal: 0, deviceMemFree: 0, libSha256: 'a'.repeat(64),
+    configHash: '0'.repeat(16), deviceName, deviceUuid: '', deviceMemTotal: 0, deviceMemFree: 0, engine: backend, libSha256: 'a'.repeat(64),
     libVersion: '0.1.0', libPath: '/x',
   };
 }
@@ -18,7 +18,7 @@ function result(over: Partial<BenchResult>): BenchResult {
     n_envs: 4096, episode_len: 100, train_steps: 341, obs_dim: 1032, n_params: 867264, warmup: 2, epochs: 5, epoch_ms: 420,
     collect_ms: 7.8, train_ms: 317.6, eval_ms: 91.9, wall_epoch_ms: 420.5, env_steps_per_s: 52.6e6, samples_per_s: 17.6e6,
     host_syncs_per_epoch: 1, gflop_per_epoch: 43453, tflops_achieved: 103.5, gflops_achieved: 103500, peak_tflops: 790,
-    peak_source: 'test', floor_ms: 55, lib_sha256: 'b'.repeat(64), lib_version: '0.1.0 cuda', commit: 'abc', date: '2026-01-01', ...over,
+    peak_source: 'test', floor_ms: 55, lib_sha256: 'b'.repeat(64), lib_version: '0.1.0 cuda', engine: 'cuda bf16, graphs, fused-epilogue backward', commit: 'abc', date: '2026-01-01', ...over,
   };
 }
 

@@ -45,6 +45,7 @@ describe('CLI', () => {
       expect(r, k).toHaveProperty(k);
     }
     expect(r['backend']).toBe('cpu');
+    expect(r['engine']).toBe('cpu fp32, 1 thread');
     expect(r['config']).toBe('tiny');
     expect(r['epochs']).toBe(2);
     expect(r['host_syncs_per_epoch']).toBe(0);

@@ -267,6 +267,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   out->flops_per_epoch = collect + train + eval;
   out->reward_scale = t->ep.reward_scale;
   out->config_hash = t->config_hash;
+  snprintf(out->engine, sizeof out->engine, "cpu fp32, %d thread%s", t->pool->threads(), t->pool->threads() == 1 ? "" : "s");
   return FH_OK;
 }
 

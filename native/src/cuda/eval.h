@@ -20,11 +20,23 @@
  *   fh_launch_eval_readback(ev) + event;  host: fh_cuda_eval_finalise
  * Fixed policies (baselines flat and buy-and-hold) need no network: fh_launch_eval_fixed runs reset,
  * all steps and the finish of every segment in one launch with the same step code.
+ *
+ * fh_eval_run (eval_host.cu) runs that whole greedy loop for the trainer. In bf16 mode it uses, when
+ * the shapes allow, the fused evaluation of kernels/eval_fused.cu instead: ONE persistent kernel
+ * (cooperative launch, all blocks resident) runs every step: the four layers of the online net on
+ * bf16 tensor cores (mma.sync, fp32 accumulate) with each block's weight slices resident in shared
+ * memory for the whole evaluation, the expected Q, the greedy step and the observation, with barriers
+ * between the phases. The cuBLASLt loop above stays the path of the deterministic (fp32) mode, of
+ * shapes the kernel does not take (fh_eval_fused.why says which), and of FH_EVAL_FUSED=0 (read when
+ * the trainer is created). The fused launch is not captured into a graph (the trainer launches it
+ * eagerly: reset, observe, the kernel, finish: four launches per evaluation).
  */
 #ifndef FH_CUDA_EVAL_H
 #define FH_CUDA_EVAL_H
 
 #include "collect.h"
+
+struct fh_net;
 
 enum fh_eval_policy { FH_EVAL_GREEDY = 0, FH_EVAL_FLAT = 1, FH_EVAL_BUY_HOLD = 2 };
 
@@ -36,6 +48,19 @@ struct fh_eval_rec {
   int32_t traded;        /* contracts */
   int16_t closed;        /* trades closed */
   int16_t won;
+};
+
+/* State of the fused evaluation (kernels/eval_fused.cu); zero = off. */
+struct fh_eval_fused {
+  int32_t on;             /* 1: fh_eval_run uses the fused kernel */
+  char why[192];          /* why it is off when it was wanted (empty otherwise) */
+  int32_t teams;          /* groups of blocks; team j owns row tiles j, j + teams, ... of 16 segments */
+  int32_t team_blocks;    /* blocks per team (G) */
+  int32_t threads;        /* per block */
+  size_t smem;            /* dynamic shared memory per block */
+  float* logits;          /* (S, sum out_pad) device: the head outputs of one step */
+  unsigned* bar;          /* (teams * 32) device: team barrier counters */
+  void* params;           /* host copy of the kernel's parameter block */
 };
 
 struct fh_cuda_eval {
@@ -58,6 +83,8 @@ struct fh_cuda_eval {
   fh_eval_rec* flat_rec;  /* (S) the final flatten of each segment */
   fh_eval_rec* h_bar_rec; /* (n_val) pinned mirror */
   fh_eval_rec* h_flat_rec;/* (S) pinned mirror */
+  fh_eval_fused fused;    /* fused evaluation (fh_eval_fused_setup); freed by fh_cuda_eval_free */
+  float* q_log;           /* tests only, NULL otherwise: (max_steps, S, sum n_d) expected Q of every step */
 };
 
 /* Cuts the validation range of the host market into segments (evalSegments) and allocates.
@@ -82,6 +109,27 @@ fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s);
 fh_status fh_launch_eval_fixed(const fh_cuda_eval& ev, fh_eval_policy policy, cudaStream_t s);
 /* Async copies of the records into the pinned mirrors (record an event after it). */
 fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s);
+
+/* Decide and set up the fused evaluation for the online net of `net` (after fh_net_create): want < 0
+ * reads FH_EVAL_FUSED (unset or not "0": on), 0 = off, 1 = on. Off in fp32 (deterministic) mode and
+ * for shapes the kernel does not take (ev->fused.why says which; not an error). Synchronous. */
+fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want);
+void fh_eval_fused_free(fh_eval_fused* f);
+/* Steps 0 .. max_steps-1 of the greedy evaluation in one cooperative launch (after reset + observe
+ * of the first observations into net pass 1's input). Not capturable. */
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, cudaStream_t s);
+/* The whole greedy evaluation of the online net on net pass 1's stream (reset, steps, final flatten;
+ * no read-back): the fused kernel when ev.fused.on, else the cuBLASLt loop. */
+fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net);
+
+/* Test entry point (exported, not in foxhunt.h): one greedy evaluation of the online weights
+ * params (fh_layout order, n floats) on the market's validation range, with the fused kernel
+ * (fused = 1) or the cuBLASLt loop (0), in cfg's mode, without a trainer. Outputs: metrics; info[4]
+ * = {S, max_steps, sum n_d, fused kernel used}; q_log (when not NULL, q_len >= max_steps*S*sum n_d
+ * floats) the expected Q of every step. Synchronous. */
+extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_market* market, const float* params,
+                                               int64_t n, int32_t fused, fh_metrics* metrics, int32_t* info,
+                                               float* q_log, int64_t q_len, char* err, size_t err_len);
 
 /* Host, after the read-back completed: metrics of the pinned mirrors (SPEC 6, fh_metrics). */
 void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital,

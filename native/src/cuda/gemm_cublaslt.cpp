@@ -90,7 +90,7 @@ static std::mutex g_tuned_mu;
 static std::map<PlanKey, int> g_tuned;  /* shape -> index into the heuristic's list */
 
 static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublasLtMatmulHeuristicResult_t* res, int found,
-                           const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops) {
+                           const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops, bool fused) {
   {
     std::lock_guard<std::mutex> lock(g_tuned_mu);
     auto it = g_tuned.find(key);
@@ -109,12 +109,14 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     cudaEventCreate(&e1);
     const float alpha = 1.0f, beta = 0.0f;
     float best_ms = 1e30f;
+    int ran = 0;
     for (int i = 0; i < found; ++i) {
       bool ok = true;
       for (int r = 0; r < 2 && ok; ++r)
         ok = cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &res[i].algo, ws,
                             kWorkspaceBytes, s) == CUBLAS_STATUS_SUCCESS;
       if (!ok) continue;
+      ++ran;
       cudaEventRecord(e0, s);
       for (int r = 0; r < 5; ++r)
         cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &res[i].algo, ws, kWorkspaceBytes,
@@ -130,6 +132,11 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaGetLastError();
+    if (ran == 0 && fused) {
+      /* the heuristic offered algorithms for the fused epilogue but none of them runs here */
+      snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt: no runnable algorithm for the fused epilogue");
+      return FH_ERR_UNSUPPORTED;
+    }
     p.algo = res[best].algo;
   }
   std::lock_guard<std::mutex> lock(g_tuned_mu);
@@ -138,11 +145,43 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
 }
 
 /* Column-major GEMM: C(m, n) = op(A) op(B), with A stored (ta ? k x m : m x k), B (tb ? n x k : k x n). */
+static bool epi_has_bias(fh_epilogue e) {
+  return e == FH_EPI_BIAS || e == FH_EPI_RELU_BIAS || e == FH_EPI_RELU_AUX_BIAS || e == FH_EPI_BGRADB;
+}
+static bool epi_has_aux(fh_epilogue e) { return e == FH_EPI_RELU_AUX_BIAS || e == FH_EPI_DRELU; }
+static bool epi_fused(fh_epilogue e) { return e == FH_EPI_RELU_AUX_BIAS || e == FH_EPI_DRELU || e == FH_EPI_BGRADB; }
+
+static cublasLtEpilogue_t lt_epilogue(fh_epilogue e) {
+  switch (e) {
+    case FH_EPI_BIAS: return CUBLASLT_EPILOGUE_BIAS;
+    case FH_EPI_RELU_BIAS: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case FH_EPI_RELU_AUX_BIAS: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case FH_EPI_DRELU: return CUBLASLT_EPILOGUE_DRELU;
+    case FH_EPI_BGRADB: return CUBLASLT_EPILOGUE_BGRADB;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+/* The per-call pointers of the epilogue (bias / bias gradient, ReLU mask). */
+static fh_status set_epilogue_ptrs(cublasLtMatmulDesc_t d, fh_epilogue epi, const void* bias, const void* aux) {
+  if (epi_has_bias(epi))
+    LT_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS");
+  if (epi_has_aux(epi))
+    LT_TRY(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux), "set AUX");
+  return FH_OK;
+}
+
 static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, bool ta, bool tb, int m, int n, int k,
                           const void* A, int lda, const void* B, int ldb, void* C, fh_dtype cdtype, int ldc,
-                          fh_epilogue epi, const void* bias) {
+                          fh_epilogue epi, const void* bias, const void* aux = nullptr, int64_t aux_ld = 0) {
   if (m <= 0 || n <= 0 || k <= 0) return FH_OK;
-  PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, 0};
+  if (epi_has_aux(epi) && (!aux || aux_ld < m || aux_ld % 128 != 0)) {
+    snprintf(g_gemm_err, sizeof g_gemm_err, "ReLU mask: ld %lld bits must be a multiple of 128 and >= %d",
+             (long long)aux_ld, m);
+    fh_cuda_set_error(__FILE__, __LINE__, "run_gemm", g_gemm_err);
+    return FH_ERR_INVALID_ARGUMENT;
+  }
+  PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, (int)aux_ld};
   Plan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(g->mu);
@@ -156,14 +195,15 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), "set TRANSA");
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "set TRANSB");
-    cublasLtEpilogue_t e = epi == FH_EPI_RELU_BIAS ? CUBLASLT_EPILOGUE_RELU_BIAS
-                           : epi == FH_EPI_BIAS    ? CUBLASLT_EPILOGUE_BIAS
-                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtEpilogue_t e = lt_epilogue(epi);
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "set EPILOGUE");
-    if (epi != FH_EPI_NONE) {
-      /* a placeholder pointer for the heuristic; the real one is set per call */
-      const void* bp = bias;
-      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp), "set BIAS");
+    if (epi_has_aux(epi))
+      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld),
+             "set AUX_LD");
+    /* the heuristic looks at the pointers' alignment; they are set again per call */
+    {
+      fh_status es = set_epilogue_ptrs(p.op, epi, bias, aux);
+      if (es != FH_OK) return es;
     }
     LT_TRY(cublasLtMatrixLayoutCreate(&p.a, cdt(op), ta ? k : m, ta ? m : k, lda), "layout A");
     LT_TRY(cublasLtMatrixLayoutCreate(&p.b, cdt(op), tb ? n : k, tb ? k : n, ldb), "layout B");
@@ -177,6 +217,15 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     cublasStatus_t st =
         cublasLtMatmulAlgoGetHeuristic(g->lt, p.op, p.a, p.b, p.c, p.c, pref, kMaxCandidates, res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    if ((st != CUBLAS_STATUS_SUCCESS || found == 0) && epi_fused(epi)) {
+      cublasLtMatmulDescDestroy(p.op);
+      cublasLtMatrixLayoutDestroy(p.a);
+      cublasLtMatrixLayoutDestroy(p.b);
+      cublasLtMatrixLayoutDestroy(p.c);
+      snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt has no algorithm for epilogue %d at m=%d n=%d k=%d", (int)epi,
+               m, n, k);
+      return FH_ERR_UNSUPPORTED;
+    }
     if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
       snprintf(g_gemm_err, sizeof g_gemm_err,
                "cuBLASLt found no algorithm for m=%d n=%d k=%d op=%s out=%s epilogue=%d (status %d)", m, n, k,
@@ -185,16 +234,21 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
       return FH_ERR_DEVICE;
     }
     p.algo = res[0].algo;
-    if (epi != FH_EPI_NONE)
-      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "set BIAS");
-    fh_status ts = pick_algo(g, key, p, res, found, A, B, C, ws, s, 2.0 * m * n * k);
-    if (ts != FH_OK) return ts;
+    fh_status ts = pick_algo(g, key, p, res, found, A, B, C, ws, s, 2.0 * m * n * k, epi_fused(epi));
+    if (ts != FH_OK) {
+      cublasLtMatmulDescDestroy(p.op);
+      cublasLtMatrixLayoutDestroy(p.a);
+      cublasLtMatrixLayoutDestroy(p.b);
+      cublasLtMatrixLayoutDestroy(p.c);
+      return ts;
+    }
     std::lock_guard<std::mutex> lock(g->mu);
     plan = &(g->plans[key] = p);
   }
-  if (epi != FH_EPI_NONE)
-    LT_TRY(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-           "set BIAS");
+  {
+    fh_status es = set_epilogue_ptrs(plan->op, epi, bias, aux);
+    if (es != FH_OK) return es;
+  }
   const float alpha = 1.0f, beta = 0.0f;
   LT_TRY(cublasLtMatmul(g->lt, plan->op, &alpha, A, plan->a, B, plan->b, &beta, C, plan->c, C, plan->c, &plan->algo,
                         ws, kWorkspaceBytes, s),
@@ -203,16 +257,24 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
 }
 
 fh_status fh_gemm_fwd(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* X,
-                      int ldx, const void* W, const void* bias, fh_epilogue epi, void* Y, fh_dtype ydt, int ldy) {
+                      int ldx, const void* W, const void* bias, fh_epilogue epi, void* Y, fh_dtype ydt, int ldy,
+                      fh_relu_mask mask) {
+  if (mask.bits && epi == FH_EPI_RELU_BIAS)
+    return run_gemm(g, s, ws, op, true, false, out, B, in, W, in, X, ldx, Y, ydt, ldy, FH_EPI_RELU_AUX_BIAS, bias,
+                    mask.bits, mask.ld);
   return run_gemm(g, s, ws, op, true, false, out, B, in, W, in, X, ldx, Y, ydt, ldy, epi, bias);
 }
 
 fh_status fh_gemm_dx(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* W, void* dX, fh_dtype xdt, int lddx) {
+                     int lddy, const void* W, void* dX, fh_dtype xdt, int lddx, fh_relu_mask mask) {
+  if (mask.bits)
+    return run_gemm(g, s, ws, op, false, false, in, B, out, W, in, dY, lddy, dX, xdt, lddx, FH_EPI_DRELU, nullptr,
+                    mask.bits, mask.ld);
   return run_gemm(g, s, ws, op, false, false, in, B, out, W, in, dY, lddy, dX, xdt, lddx, FH_EPI_NONE, nullptr);
 }
 
 fh_status fh_gemm_dw(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* X, int ldx, float* dW) {
-  return run_gemm(g, s, ws, op, false, true, in, out, B, X, ldx, dY, lddy, dW, FH_F32, in, FH_EPI_NONE, nullptr);
+                     int lddy, const void* X, int ldx, float* dW, float* dbias) {
+  return run_gemm(g, s, ws, op, false, true, in, out, B, X, ldx, dY, lddy, dW, FH_F32, in,
+                  dbias ? FH_EPI_BGRADB : FH_EPI_NONE, dbias);
 }

@@ -12,6 +12,8 @@
  * workspace of that stream (concurrent streams must not share one). Algorithms are picked by the
  * cuBLASLt heuristic once per shape and cached; the first call of a shape must not be inside a
  * graph capture (the trainer warms every shape eagerly first). Nothing synchronises.
+ * The fused ReLU-mask / bias-gradient epilogues return FH_ERR_UNSUPPORTED (no error is set) when
+ * cuBLASLt has no algorithm for them; the network then falls back to its own kernels.
  */
 #ifndef FH_GEMM_CUBLASLT_H
 #define FH_GEMM_CUBLASLT_H
@@ -23,19 +25,38 @@
 
 struct fh_gemm;  /* opaque: cuBLASLt handle + plan cache */
 
-enum fh_epilogue { FH_EPI_NONE = 0, FH_EPI_BIAS = 1, FH_EPI_RELU_BIAS = 2 };
+enum fh_epilogue {
+  FH_EPI_NONE = 0,
+  FH_EPI_BIAS = 1,
+  FH_EPI_RELU_BIAS = 2,
+  FH_EPI_RELU_AUX_BIAS = 3,  /* forward: + the ReLU bit mask (aux) for the backward */
+  FH_EPI_DRELU = 4,          /* input gradient: times the ReLU mask of the forward (aux) */
+  FH_EPI_BGRADB = 5          /* weight gradient: + the bias gradient (column sums of dY) */
+};
+
+/* ReLU masks (cuBLASLt's aux bit masks): one bit per activation, `ld` bits per sample row, ld a
+ * multiple of 128 >= the layer width. A row-major (B, n) activation has a (B, ld) bit mask. */
+struct fh_relu_mask {
+  void* bits;   /* device, nullptr = no mask */
+  int64_t ld;   /* bits per row */
+};
 
 fh_status fh_gemm_create(fh_gemm** out);
 void fh_gemm_destroy(fh_gemm* g);
 /* Bytes of workspace each stream should own. */
 size_t fh_gemm_workspace_bytes(void);
 
+/* mask (fwd, with FH_EPI_RELU_BIAS): also write the ReLU mask of Y. */
 fh_status fh_gemm_fwd(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* X,
-                      int ldx, const void* W, const void* bias, fh_epilogue epi, void* Y, fh_dtype ydt, int ldy);
+                      int ldx, const void* W, const void* bias, fh_epilogue epi, void* Y, fh_dtype ydt, int ldy,
+                      fh_relu_mask mask = fh_relu_mask{nullptr, 0});
+/* mask (dx): dX *= ReLU mask of the forward's X (the layer below's activation), fused. */
 fh_status fh_gemm_dx(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* W, void* dX, fh_dtype xdt, int lddx);
+                     int lddy, const void* W, void* dX, fh_dtype xdt, int lddx,
+                     fh_relu_mask mask = fh_relu_mask{nullptr, 0});
+/* dbias (dw, optional): (out) fp32 = column sums of dY over the B rows, fused (`=`). */
 fh_status fh_gemm_dw(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* X, int ldx, float* dW);
+                     int lddy, const void* X, int ldx, float* dW, float* dbias = nullptr);
 
 /* Last cuBLAS error text (thread-local), for messages. */
 const char* fh_gemm_last_error(void);

@@ -4,6 +4,7 @@
  */
 #include "net.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <vector>
@@ -34,6 +35,8 @@ static int fh_make_layout(const fh_config& cfg, int32_t obs_dim, fh_layout* L) {
                         cfg.branch_sizes);
 }
 
+static int64_t fh_mask_ld(int n) { return ((int64_t)n + 127) / 128 * 128; }
+
 int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   fh_layout L;
   if (fh_make_layout(cfg, obs_dim, &L) != 0) return 0;
@@ -43,7 +46,9 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   const int64_t act = (int64_t)L.D + L.h1 + L.h2 + (int64_t)L.n_heads * L.hh;
   int64_t per_pass = act * es + logits * 4 + 16 * 4;
   int64_t bwd = logits * es + ((int64_t)L.n_heads * L.hh + L.h2 + L.h1) * es + 8;
-  return FH_NET_PASSES * per_pass + bwd;
+  int64_t masks = 2 * (fh_mask_ld(L.h1) + fh_mask_ld(L.h2) + fh_mask_ld(L.n_heads * L.hh)) / 8;
+  /* pass 0 holds 2 rows per batch row; passes 1 and 2 one each */
+  return (FH_NET_PASSES + 1) * per_pass + bwd + masks;
 }
 
 void fh_net_destroy(fh_net* net) {
@@ -62,9 +67,12 @@ void fh_net_destroy(fh_net* net) {
   }
   for (int k = 0; k < FH_NET_HEADS + 1; ++k)
     if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
+  void* masks[] = {net->mask1.bits, net->mask2.bits, net->maskh.bits};
+  for (void* m : masks)
+    if (m) cudaFree(m);
   for (int p = 0; p < FH_NET_PASSES; ++p) {
     fh_net_pass& P = net->pass[p];
-    void* bufs[] = {p == 2 ? nullptr : P.x, P.a1, P.a2, P.ah, P.q};
+    void* bufs[] = {P.x, P.a1, P.a2, P.ah, P.q};
     for (void* b : bufs)
       if (b) cudaFree(b);
     for (int k = 0; k < FH_NET_HEADS; ++k) {
@@ -114,22 +122,21 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       net->online_sh = net->online;
       net->target_sh = net->target;
     }
+    const char* fe = getenv("FH_FUSED_EPILOGUE");
+    net->fused = !(fe && fe[0] == '0');
     for (int p = 0; p < FH_NET_PASSES; ++p) {
       fh_net_pass& P = net->pass[p];
-      P.cap = cap;
-      if (p == 2) {
-        P.x = net->pass[1].x;  /* target(s') reads the same s' rows as online(s') */
-      } else {
-        NET_TRY(fh_dmalloc(&P.x, (size_t)cap * L.D * es));
-      }
-      NET_TRY(fh_dmalloc(&P.a1, (size_t)cap * L.h1 * es));
-      NET_TRY(fh_dmalloc(&P.a2, (size_t)cap * L.h2 * es));
-      NET_TRY(fh_dmalloc(&P.ah, (size_t)cap * HH * es));
-      NET_TRY(fh_dmalloc_t(&P.q, (size_t)cap * net->nq * sizeof(float)));
+      P.cap = p == 0 ? 2 * cap : cap;
+      const size_t rows = (size_t)P.cap;
+      if (p != 2) NET_TRY(fh_dmalloc(&P.x, rows * L.D * es));  /* pass 2 reads s' of pass 0 */
+      NET_TRY(fh_dmalloc(&P.a1, rows * L.h1 * es));
+      NET_TRY(fh_dmalloc(&P.a2, rows * L.h2 * es));
+      NET_TRY(fh_dmalloc(&P.ah, rows * HH * es));
+      NET_TRY(fh_dmalloc_t(&P.q, rows * net->nq * sizeof(float)));
       FH_CUDA_TRY(cudaStreamCreateWithFlags(&P.s, cudaStreamNonBlocking));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&P.fork, cudaEventDisableTiming));
       for (int k = 0; k < L.n_heads; ++k) {
-        NET_TRY(fh_dmalloc_t(&P.logits[k], (size_t)cap * L.out_pad[k] * sizeof(float)));
+        NET_TRY(fh_dmalloc_t(&P.logits[k], rows * L.out_pad[k] * sizeof(float)));
         NET_TRY(fh_dmalloc(&P.ws[k], fh_gemm_workspace_bytes()));
         FH_CUDA_TRY(cudaEventCreateWithFlags(&P.join[k], cudaEventDisableTiming));
         if (k == 0) {
@@ -148,6 +155,14 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       if (L.h1 > widest) widest = L.h1;
       if (L.h2 > widest) widest = L.h2;
       NET_TRY(fh_dmalloc_t(&net->colsum_part[FH_NET_HEADS], (size_t)fh_colsum_partial_floats(cap, widest) * 4));
+    }
+    {
+      fh_relu_mask* ms[3] = {&net->mask1, &net->mask2, &net->maskh};
+      const int widths[3] = {L.h1, L.h2, (int)HH};
+      for (int i = 0; i < 3; ++i) {
+        ms[i]->ld = fh_mask_ld(widths[i]);
+        NET_TRY(fh_dmalloc(&ms[i]->bits, (size_t)(2 * (int64_t)cap * ms[i]->ld / 8)));
+      }
     }
     NET_TRY(fh_dmalloc(&net->dah, (size_t)cap * HH * es));
     NET_TRY(fh_dmalloc(&net->da2, (size_t)cap * L.h2 * es));
@@ -188,14 +203,18 @@ fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s) {
   return FH_OK;
 }
 
-fh_heads_view fh_net_view(const fh_net* net, int p) {
+void* fh_net_next_obs(const fh_net* net, int32_t B) {
+  return fh_byte_ptr(net->pass[0].x, (int64_t)B * net->L.D, net->op);
+}
+
+fh_heads_view fh_net_view(const fh_net* net, int p, int32_t row0) {
   const fh_layout& L = net->L;
   fh_heads_view h{};
-  h.v = net->pass[p].logits[0];
+  h.v = net->pass[p].logits[0] + (int64_t)row0 * L.out_pad[0];
   h.ldv = L.out_pad[0];
   h.nb = L.n_branches;
   for (int d = 0; d < L.n_branches; ++d) {
-    h.a[d] = net->pass[p].logits[d + 1];
+    h.a[d] = net->pass[p].logits[d + 1] + (int64_t)row0 * L.out_pad[d + 1];
     h.lda[d] = L.out_pad[d + 1];
     h.n[d] = L.branch_sizes[d];
   }
@@ -205,7 +224,8 @@ fh_heads_view fh_net_view(const fh_net* net, int p) {
   return h;
 }
 
-fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
+/* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
+static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks) {
   const fh_layout& L = net->L;
   fh_net_pass& P = net->pass[p];
   const fh_dtype op = net->op;
@@ -213,13 +233,15 @@ fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
   const float* M = which == 0 ? net->online : net->target;
   const int HH = L.n_heads * L.hh;
   if (B <= 0) return FH_OK;
-  if (B > P.cap) return FH_ERR_INVALID_ARGUMENT;
-  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, P.x, L.D, fh_byte_ptr(S, L.W1, op),
-                     fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1));
+  if (B > P.cap || !x) return FH_ERR_INVALID_ARGUMENT;
+  const fh_relu_mask none{nullptr, 0};
+  const bool m = masks && net->fused;
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
+                     fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
-                     fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2));
+                     fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
-                     fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH));
+                     fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   /* heads: value on the main stream, branches forked */
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
@@ -235,6 +257,10 @@ fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
   return FH_OK;
 }
 
+fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
+  return net_forward_x(net, p, which, net->pass[p].x, B, want_q, false);
+}
+
 template <typename T>
 static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                const float* weight) {
@@ -246,8 +272,52 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
     g.a[d] = static_cast<T*>(net->dlog[d + 1]);
     g.lda[d] = L.out_pad[d + 1];
   }
-  return fh_launch_bdq_loss<T>(fh_net_view(net, 0), fh_net_view(net, 1), fh_net_view(net, 2), act, ret, disc, weight,
-                               B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+  return fh_launch_bdq_loss<T>(fh_net_view(net, 0), fh_net_view(net, 0, B), fh_net_view(net, 2), act, ret, disc,
+                               weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+}
+
+/* Backward with cuBLASLt's fused epilogues: dW GEMMs also produce the bias gradients (BGRADB), dX
+ * GEMMs apply the ReLU derivative from pass 0's masks (DRELU). When the head width is not a multiple
+ * of 128 (the heads' mask blocks would not start on 16-byte words) the head layer's ReLU backward and
+ * bias gradient stay a kernel. */
+template <typename T>
+static fh_status fh_net_backward_fused(fh_net* net, int32_t B) {
+  const fh_layout& L = net->L;
+  fh_net_pass& P = net->pass[0];
+  const fh_dtype op = net->op;
+  const void* S = net->online_sh;
+  const int HH = L.n_heads * L.hh;
+  float* G = net->grad;
+  const bool heads_masked = L.hh % 128 == 0;
+  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+  for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
+  for (int k = 0; k < L.n_heads; ++k) {
+    cudaStream_t hs = P.hs[k];
+    const void* dl = net->dlog[k];
+    const fh_relu_mask mk = heads_masked
+                                ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld}
+                                : fh_relu_mask{nullptr, 0};
+    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], G + L.bO[k]));
+    FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
+                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
+  }
+  for (int k = 1; k < L.n_heads; ++k) {
+    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+  }
+  if (!heads_masked)
+    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
+                                        net->colsum_part[FH_NET_HEADS], G + L.bH, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
+                    heads_masked ? G + L.bH : nullptr));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
+                    L.h2, net->mask2));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2, G + L.b2));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
+                    L.h1, net->mask1));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1, G + L.b1));
+  return FH_OK;
 }
 
 template <typename T>
@@ -299,22 +369,20 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
                            const float* weight) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
   fh_net_pass& P0 = net->pass[0];
-  /* online(s') and target(s') forked off pass 0's stream, joined back before the loss */
+  fh_net_pass& P2 = net->pass[2];
+  /* target(s') forked off pass 0's stream, joined back before the loss */
   FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
-  for (int p = 1; p < FH_NET_PASSES; ++p) FH_CUDA_TRY(cudaStreamWaitEvent(net->pass[p].s, P0.join[0], 0));
-  FH_TRY(fh_net_forward(net, 0, 0, B, 0));
-  FH_TRY(fh_net_forward(net, 1, 0, B, 0));
-  FH_TRY(fh_net_forward(net, 2, 1, B, 0));
-  for (int p = 1; p < FH_NET_PASSES; ++p) {
-    FH_CUDA_TRY(cudaEventRecord(net->pass[p].join[0], net->pass[p].s));
-    FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, net->pass[p].join[0], 0));
-  }
+  FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
+  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
+  FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
+  FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
+  FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
   if (net->op == FH_BF16) {
     FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
-    FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
+    FH_TRY(net->fused ? fh_net_backward_fused<fh_bf16>(net, B) : fh_net_backward_t<fh_bf16>(net, B));
   } else {
     FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
-    FH_TRY(fh_net_backward_t<float>(net, B));
+    FH_TRY(net->fused ? fh_net_backward_fused<float>(net, B) : fh_net_backward_t<float>(net, B));
   }
   FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
   return FH_OK;

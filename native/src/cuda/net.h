@@ -8,11 +8,16 @@
  * In bf16 mode the online and target nets also have a bf16 shadow (same layout) that the GEMMs read;
  * Adam and the target update rewrite it. In deterministic mode (fp32) the shadow is the master.
  *
- * Passes: pass 0 = online(s) (the one that backpropagates), 1 = online(s'), 2 = target(s'),
- * each with its own main stream, one stream per branch head (the value head runs on the main
- * stream) and cuBLASLt workspaces, so the three passes and the heads inside each can overlap
- * (forked streams joined by events; inside a captured graph they become parallel branches).
- * Collection and evaluation use pass 1's buffers (nothing trains concurrently with them).
+ * Passes: pass 0 = online([s; s']) over 2B rows (rows 0..B-1 backpropagate; rows B..2B-1 are
+ * online(s') for the double-DQN argmax: one forward of twice the rows instead of two), pass 2 =
+ * target(s') reading rows B.. of pass 0's input, pass 1 = collection and evaluation. Each pass has its
+ * own main stream, one stream per branch head (the value head runs on the main stream) and cuBLASLt
+ * workspaces, so the passes and the heads inside each overlap (forked streams joined by events;
+ * inside a captured graph they become parallel branches).
+ * Backward: when cuBLASLt supports it (net->fused), pass 0's forward stores ReLU bit masks, the
+ * input-gradient GEMMs apply the ReLU derivative in their epilogue (DRELU) and the weight-gradient
+ * GEMMs produce the bias gradients (BGRADB): no elementwise backward kernels. Otherwise (or with
+ * FH_FUSED_EPILOGUE=0) the ReLU backward and bias column sums are kernels of their own.
  */
 #ifndef FH_CUDA_NET_H
 #define FH_CUDA_NET_H
@@ -25,8 +30,8 @@
 #define FH_NET_HEADS FH_LAYOUT_MAX_HEADS
 
 struct fh_net_pass {
-  int32_t cap;                  /* rows */
-  void* x;                      /* (cap, D) input, op dtype; pass 2 shares pass 1's (both read s') */
+  int32_t cap;                  /* rows (pass 0: 2 x the net's cap, for [s; s']) */
+  void* x;                      /* (cap, D) input, op dtype; pass 2 has none (it reads s' of pass 0) */
   void* a1;                     /* (cap, h1) post-ReLU */
   void* a2;                     /* (cap, h2) post-ReLU */
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
@@ -55,6 +60,8 @@ struct fh_net {
   void* target_sh;
   /* passes and backward buffers */
   fh_net_pass pass[FH_NET_PASSES];
+  int fused;                    /* 1: ReLU masks + fused DRELU / bias-gradient epilogues in the backward */
+  fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */
   void* da2;                    /* (cap, h2) */
@@ -86,12 +93,15 @@ fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);
  * logits; with want_q also expected Q into pass[p].q. Runs on pass[p].s (+ head streams, joined). */
 fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q);
 
-/* The heads view of pass p's logits (for the loss and expected-Q kernels). */
-fh_heads_view fh_net_view(const fh_net* net, int p);
+/* The heads view of pass p's logits from row `row0` on (for the loss and expected-Q kernels). */
+fh_heads_view fh_net_view(const fh_net* net, int p, int32_t row0 = 0);
 
-/* Loss + gradient of the online net on batch (pass 0 x = s, pass 1 x = s', pass 2 x = s').
- * Runs forward of the three passes (1 and 2 forked from pass 0's stream and joined back), the fused
- * loss, backward into net->grad, and the batch loss into *net->loss. Everything on pass[0].s. */
+/* Where a batch's s' rows go: pass 0's input from row B on (s in rows 0..B-1). */
+void* fh_net_next_obs(const fh_net* net, int32_t B);
+
+/* Loss + gradient of the online net on a batch whose s and s' are in pass 0's input (rows 0..B-1 and
+ * B..2B-1). Runs online([s; s']) and target(s') (forked from pass 0's stream and joined back), the
+ * fused loss, backward into net->grad, and the batch loss into *net->loss. Everything on pass[0].s. */
 fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                            const float* weight);
 

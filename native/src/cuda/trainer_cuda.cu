@@ -9,8 +9,9 @@
  *             [online forward (N rows) -> expected Q -> fused epsilon-greedy + env step + replay row +
  *             observe] then collect_end (env-step counter, sum-tree rebuild)
  *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step:
- *             sample -> gather s, s' -> [online(s) | online(s') | target(s')] on forked streams ->
- *             fused loss -> backward (heads forked) -> grad norm/clip -> Adam -> target update ->
+ *             sample -> gather [s; s'] -> [online([s; s']) (2B rows) | target(s')] on forked streams ->
+ *             fused loss -> backward (heads forked; ReLU derivative and bias gradients in the GEMM
+ *             epilogues where cuBLASLt has them) -> grad norm/clip -> Adam -> target update ->
  *             priority update -> loss/grad-norm history on the device (+ Q stats every qstats_every)
  *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
  *   flush     async copies of the histories into pinned memory, one event, ONE cudaEventSynchronize
@@ -161,7 +162,7 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
   const fh_config& c = t->cfg;
   FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
                               c.per_beta_steps, s));
-  FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x, net->pass[1].x,
+  FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x, fh_net_next_obs(net, B),
                                  t->obs_dim, s));
   FH_TRY(fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight));
   if (with_qstats) {
@@ -300,13 +301,21 @@ static fh_status warm_up(fh_trainer* t) {
   const int32_t B = t->batch;
   const size_t es = fh_dtype_size(net->op);
   for (int p = 0; p < 2; ++p)
-    TR_CUDA(t, cudaMemsetAsync(net->pass[p].x, 0, (size_t)net->cap * t->obs_dim * es, net->pass[p].s), "warm-up");
+    TR_CUDA(t, cudaMemsetAsync(net->pass[p].x, 0, (size_t)net->pass[p].cap * t->obs_dim * es, net->pass[p].s),
+            "warm-up");
   TR_CUDA(t, cudaMemsetAsync(t->bb.act, 0, (size_t)B * 3 * sizeof(int32_t), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaMemsetAsync(t->bb.ret, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaMemsetAsync(t->bb.disc, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaMemsetAsync(t->bb.weight, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
-  TR_TRY(t, fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight), "warm-up train shapes");
+  fh_status st = fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight);
+  if (st == FH_ERR_UNSUPPORTED && net->fused) {
+    /* cuBLASLt has no algorithm for a fused backward epilogue on this GPU/shape: elementwise kernels */
+    net->fused = 0;
+    TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
+    st = fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight);
+  }
+  TR_TRY(t, st, "warm-up train shapes");
   TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
   if (t->ev.n_seg > 0) TR_TRY(t, fh_net_forward(net, 1, 0, t->ev.n_seg, 1), "warm-up eval shapes");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
@@ -482,6 +491,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   out->flops_per_epoch = t->flops_per_epoch;
   out->reward_scale = t->reward_scale;
   out->config_hash = t->config_hash;
+  snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward", t->net.op == FH_BF16 ? "bf16" : "fp32",
+           t->cfg.use_graphs ? "graphs" : "eager", t->net.fused ? "fused-epilogue" : "kernel");
   return FH_OK;
 }
 
@@ -795,8 +806,8 @@ extern "C" FH_API fh_status fh_trainer_set_params(fh_trainer* t, int32_t which, 
   return FH_OK;
 }
 
-/* Upload a host (n, D) fp32 matrix into pass p's input (op dtype). */
-static fh_status upload_obs(fh_trainer* t, int p, int32_t n, const float* obs) {
+/* Upload a host (n, D) fp32 matrix into dst (op dtype) on pass p's stream. */
+static fh_status upload_obs(fh_trainer* t, int p, void* dst, int32_t n, const float* obs) {
   float* tmp = nullptr;
   const size_t bytes = (size_t)n * t->obs_dim * 4;
   TR_CUDA(t, cudaMalloc(&tmp, bytes), "input upload");
@@ -804,10 +815,9 @@ static fh_status upload_obs(fh_trainer* t, int p, int32_t n, const float* obs) {
   fh_status st = FH_OK;
   if (e == cudaSuccess) {
     if (t->net.op == FH_BF16) {
-      st = fh_launch_cast<fh_bf16>(tmp, static_cast<fh_bf16*>(t->net.pass[p].x), (int64_t)n * t->obs_dim,
-                                   t->net.pass[p].s);
+      st = fh_launch_cast<fh_bf16>(tmp, static_cast<fh_bf16*>(dst), (int64_t)n * t->obs_dim, t->net.pass[p].s);
     } else {
-      st = fh_launch_cast<float>(tmp, static_cast<float*>(t->net.pass[p].x), (int64_t)n * t->obs_dim, t->net.pass[p].s);
+      st = fh_launch_cast<float>(tmp, static_cast<float*>(dst), (int64_t)n * t->obs_dim, t->net.pass[p].s);
     }
     if (st == FH_OK) e = cudaStreamSynchronize(t->net.pass[p].s);
   }
@@ -825,7 +835,7 @@ extern "C" FH_API fh_status fh_trainer_q_values(fh_trainer* t, int32_t n, const 
   FH_TRY(set_device(t));
   if (n > t->cap) return fail(t, FH_ERR_INVALID_ARGUMENT, "q_values: n = %d is more than %d rows", n, t->cap);
   TR_CUDA(t, cudaDeviceSynchronize(), "q_values");
-  FH_TRY(upload_obs(t, 1, n, obs));
+  FH_TRY(upload_obs(t, 1, t->net.pass[1].x, n, obs));
   TR_TRY(t, fh_net_forward(&t->net, 1, 0, n, 1), "q_values forward");
   TR_CUDA(t, cudaStreamSynchronize(t->net.pass[1].s), "q_values");
   TR_CUDA(t, cudaMemcpy(q, t->net.pass[1].q, (size_t)n * t->net.nq * 4, cudaMemcpyDeviceToHost), "q_values");
@@ -839,8 +849,8 @@ extern "C" FH_API fh_status fh_trainer_loss_grad(fh_trainer* t, int32_t n, const
   FH_TRY(set_device(t));
   if (n > t->cap) return fail(t, FH_ERR_INVALID_ARGUMENT, "loss_grad: n = %d is more than %d rows", n, t->cap);
   TR_CUDA(t, cudaDeviceSynchronize(), "loss_grad");
-  FH_TRY(upload_obs(t, 0, n, obs));
-  FH_TRY(upload_obs(t, 1, n, next_obs));
+  FH_TRY(upload_obs(t, 0, t->net.pass[0].x, n, obs));
+  FH_TRY(upload_obs(t, 0, fh_net_next_obs(&t->net, n), n, next_obs));
   TR_CUDA(t, cudaMemcpy(t->bb.act, act, (size_t)n * 3 * 4, cudaMemcpyHostToDevice), "loss_grad upload");
   TR_CUDA(t, cudaMemcpy(t->bb.ret, ret, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
   TR_CUDA(t, cudaMemcpy(t->bb.disc, disc, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
