@@ -16,12 +16,24 @@
  *
  * The C51 projection is fh_c51_project_one (c51.cuh), the same code the CPU backend runs.
  * Launch: 128 threads (4 samples) per block; atoms <= 64; actions outside range are clamped.
+ * C51 with branches of <= 8 actions (the reference: 3, 4, 3) runs fh_c51_loss_fast_kernel instead:
+ * the same math with everything in registers and the projection spread over the lanes.
  */
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 #include "c51.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 static constexpr int kLossMaxWarps = 4;
+
+/* FH_LOSS_KERNEL=general forces the general (shared-memory, serial projection) kernel everywhere
+ * (read at each launch, i.e. when a graph is captured; for comparisons). */
+static bool fh_loss_general_forced() {
+  const char* e = getenv("FH_LOSS_KERNEL");
+  return e && strcmp(e, "general") == 0;
+}
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
  * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */
@@ -166,11 +178,326 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
   }
 }
 
+/* ---- the C51 loss for small branches (every n_d <= MAXN, atoms <= 64): everything in registers ----
+ * Same math as fh_bdq_loss_kernel, organised for throughput: each lane loads its two atoms of every
+ * head row straight from global memory (all loads issued first), the per-action reductions of the
+ * double-DQN argmax run side by side (one butterfly for all actions), and the C51 projection is
+ * computed by every lane for its own atoms as out_k = sum_j m_j max(0, 1 - |b_j - k|) over the
+ * warp's shared m and b, the same split as fh_c51_project_one (all of m_j to b_j when b_j is an
+ * integer, else (u - b) to l and (b - l) to u) with no serial lane. Results agree with the general
+ * kernel to float rounding (the sums run in another order). XOR butterflies leave every lane
+ * with the same bits, so argmax decisions agree across lanes. */
+static constexpr int kFastWarps = 4;
+
+template <int NV>
+__device__ __forceinline__ void fh_warp_max_n(float (&v)[NV]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int q = 0; q < NV; ++q) v[q] = fmaxf(v[q], __shfl_xor_sync(0xffffffffu, v[q], o));
+  }
+}
+template <int NV>
+__device__ __forceinline__ void fh_warp_sum_n(float (&v)[NV]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int q = 0; q < NV; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
+  }
+}
+
+template <typename T, int MAXN>
+static __global__ void __launch_bounds__(kFastWarps * 32)
+    fh_c51_loss_fast_kernel(fh_heads_view on_s, fh_heads_view on_sn, fh_heads_view tg_sn,
+                            const int32_t* __restrict__ act, const float* __restrict__ ret,
+                            const float* __restrict__ disc, const float* __restrict__ weight, int B,
+                            float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
+  constexpr int NB = FH_MAX_BRANCHES;
+  __shared__ float s_m[kFastWarps][FH_MAX_ATOMS_GPU];
+  __shared__ float s_b[kFastWarps][FH_MAX_ATOMS_GPU];
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kFastWarps + w;
+  if (i >= B) return;
+  const int nb = on_s.nb, atoms = on_s.atoms;
+  const bool ok[2] = {lane < atoms, lane + 32 < atoms};
+  const float vmin = on_s.v_min, vmax = on_s.v_max;
+
+  /* loads: values of s' (online, target) and s (online) for this lane's atoms */
+  float sv[2], tv[2], ov[2];
+  float sa[NB][MAXN][2], ta[NB][MAXN][2], oa[NB][MAXN][2];
+  int ad[NB];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int j = lane + 32 * k;
+    sv[k] = ok[k] ? __ldg(on_sn.v + (int64_t)i * on_sn.ldv + j) : 0.0f;
+    tv[k] = ok[k] ? __ldg(tg_sn.v + (int64_t)i * tg_sn.ldv + j) : 0.0f;
+    ov[k] = ok[k] ? __ldg(on_s.v + (int64_t)i * on_s.ldv + j) : 0.0f;
+  }
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int n = d < nb ? on_s.n[d] : 0;
+    int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
+    ad[d] = a0 < 0 ? 0 : (a0 >= n ? n - 1 : a0);
+    const float* ps = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : nullptr;
+    const float* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : nullptr;
+    const float* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int j = lane + 32 * k;
+        const bool in = a < n && ok[k];
+        sa[d][a][k] = in ? __ldg(ps + a * atoms + j) : 0.0f;
+        ta[d][a][k] = in ? __ldg(pt + a * atoms + j) : 0.0f;
+        oa[d][a][k] = in ? __ldg(po + a * atoms + j) : 0.0f;
+      }
+  }
+
+  /* dueling means over actions (as fh_dueling_combine: sum in action order, then / n) */
+  float ms[NB][2], mt[NB][2], mo[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int n = d < nb ? on_s.n[d] : 1;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float x = 0.0f, y = 0.0f, z = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a < n) {
+          x += sa[d][a][k];
+          y += ta[d][a][k];
+          z += oa[d][a][k];
+        }
+      ms[d][k] = x / (float)n;
+      mt[d][k] = y / (float)n;
+      mo[d][k] = z / (float)n;
+    }
+  }
+
+  /* double DQN: Q_online(s', a) of every action, reductions side by side */
+  float zk[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) zk[k] = fh_c51_support(atoms, vmin, vmax, lane + 32 * k);
+  float mx[NB * MAXN], se[NB * MAXN], sz[NB * MAXN];
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        if (ok[k]) m = fmaxf(m, sv[k] + sa[d][a][k] - ms[d][k]);
+      mx[d * MAXN + a] = m;
+    }
+  fh_warp_max_n(mx);
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) {
+      float e0 = 0.0f, e1 = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        if (ok[k]) {
+          const float e = expf(sv[k] + sa[d][a][k] - ms[d][k] - mx[d * MAXN + a]);
+          e0 += e;
+          e1 += e * zk[k];
+        }
+      se[d * MAXN + a] = e0;
+      sz[d * MAXN + a] = e1;
+    }
+  fh_warp_sum_n(se);
+  fh_warp_sum_n(sz);
+
+  /* target: mean over branches of softmax(target logits at a*_d) */
+  float xt[NB][2], tm[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int n = d < nb ? on_s.n[d] : 0;
+    int astar = 0;
+    float bq = -INFINITY;
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+      if (a < n) {
+        const float q = sz[d * MAXN + a] / se[d * MAXN + a];
+        if (q > bq) {  /* first max on ties, as fh_argmax */
+          bq = q;
+          astar = a;
+        }
+      }
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float sel = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a == astar) sel = ta[d][a][k];
+      xt[d][k] = ok[k] && d < nb ? tv[k] + sel - mt[d][k] : -INFINITY;
+      m = fmaxf(m, xt[d][k]);
+    }
+    tm[d] = m;
+  }
+  fh_warp_max_n(tm);
+  float ts[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      xt[d][k] = ok[k] && d < nb ? expf(xt[d][k] - tm[d]) : 0.0f;
+      sum += xt[d][k];
+    }
+    ts[d] = sum;
+  }
+  fh_warp_sum_n(ts);
+  float mj[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+    if (d < nb) {
+      const float inv = 1.0f / ts[d];
+#pragma unroll
+      for (int k = 0; k < 2; ++k) mj[k] += xt[d][k] * inv;
+    }
+
+  /* C51 projection of m after ret + disc z, every lane its own atoms */
+  const float dz = (vmax - vmin) / (float)(atoms - 1);
+  const float r = ret[i], g = disc[i];
+  bool nan = false;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int j = lane + 32 * k;
+    if (ok[k]) {
+      float tz = r + g * (vmin + (float)j * dz);
+      nan = nan || tz != tz;
+      tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+      float b = (tz - vmin) / dz;
+      if (b > (float)(atoms - 1)) b = (float)(atoms - 1);
+      if (b < 0.0f) b = 0.0f;
+      s_m[w][j] = mj[k] / (float)nb;  /* as the CPU: sum over branches, then / nb */
+      s_b[w][j] = b;
+    }
+  }
+  nan = __any_sync(0xffffffffu, nan);
+  __syncwarp();
+  float st[2] = {0.0f, 0.0f};
+  for (int j = 0; j < atoms; ++j) {
+    const float b = s_b[w][j], m = s_m[w][j];
+    const int l = (int)b;
+    const int u = (float)l == b ? l : l + 1;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int kk = lane + 32 * k;
+      if (u == l) {
+        if (kk == l) st[k] += m;
+      } else if (kk == l) {
+        st[k] += m * ((float)u - b);
+      } else if (kk == u) {
+        st[k] += m * (b - (float)l);
+      }
+    }
+  }
+  if (nan) st[0] = st[1] = r + g * vmin + NAN;
+
+  /* online(s): cross-entropy and gradient per branch */
+  const float coef = weight[i] / ((float)B * (float)nb);
+  float xo[NB][2], om[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float sel = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a == ad[d]) sel = oa[d][a][k];
+      xo[d][k] = ok[k] && d < nb ? ov[k] + sel - mo[d][k] : -INFINITY;
+      m = fmaxf(m, xo[d][k]);
+    }
+    om[d] = m;
+  }
+  fh_warp_max_n(om);
+  float os[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) sum += ok[k] && d < nb ? expf(xo[d][k] - om[d]) : 0.0f;
+    os[d] = sum;
+  }
+  fh_warp_sum_n(os);
+  float ce[NB], gk[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const float lse = om[d] + logf(os[d]);
+    float c = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      if (ok[k] && d < nb) {
+        const float logp = xo[d][k] - lse;
+        c -= st[k] * logp;
+        gk[d][k] = coef * (expf(logp) - st[k]);
+      } else {
+        gk[d][k] = 0.0f;
+      }
+    }
+    ce[d] = c;
+  }
+  fh_warp_sum_n(ce);
+
+  /* gradient rows: dueling backward of every branch, the value row, pads 0 */
+  float dv[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    if (d < nb) {
+    const int n = on_s.n[d];
+    T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      dv[k] += gk[d][k];
+      const int j = lane + 32 * k;
+      if (ok[k]) {
+        const float mean_g = gk[d][k] / (float)n;
+#pragma unroll
+        for (int a = 0; a < MAXN; ++a)
+          if (a < n) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
+      }
+    }
+    for (int c = n * atoms + lane; c < grad.lda[d]; c += 32) arow[c] = fh_from_f32<T>(0.0f);
+    }
+  }
+  T* vrow = grad.v + (int64_t)i * grad.ldv;
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+    if (ok[k]) vrow[lane + 32 * k] = fh_from_f32<T>(dv[k]);
+  for (int c = atoms + lane; c < grad.ldv; c += 32) vrow[c] = fh_from_f32<T>(0.0f);
+  if (lane == 0) {
+    float loss_sum = 0.0f;
+#pragma unroll
+    for (int d = 0; d < NB; ++d)
+      if (d < nb) loss_sum += ce[d];
+    wloss[i] = weight[i] * (loss_sum / (float)nb);
+    signal[i] = loss_sum;
+  }
+}
+
 template <typename T>
 fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_sn, const fh_heads_view& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
                              float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
+  int maxn = 0;
+  for (int d = 0; d < on_s.nb; ++d) maxn = on_s.n[d] > maxn ? on_s.n[d] : maxn;
+  if (on_s.atoms > 1 && on_s.atoms <= FH_MAX_ATOMS_GPU && on_s.nb <= FH_MAX_BRANCHES && maxn <= 8 &&
+      !fh_loss_general_forced()) {
+    const unsigned blocks = (unsigned)CEIL_DIV(B, kFastWarps);
+    if (maxn <= 4)
+      fh_c51_loss_fast_kernel<T, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+                                                                       wloss, signal, grad);
+    else
+      fh_c51_loss_fast_kernel<T, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+                                                                       wloss, signal, grad);
+    FH_LAUNCH_CHECK();
+    return FH_OK;
+  }
   const size_t per_warp = (size_t)fh_loss_warp_floats(on_s) * sizeof(float);
   int warps = kLossMaxWarps;
   while (warps > 1 && per_warp * warps > 48 * 1024) --warps;

@@ -14,10 +14,11 @@
  * own main stream, one stream per branch head (the value head runs on the main stream) and cuBLASLt
  * workspaces, so the passes and the heads inside each overlap (forked streams joined by events;
  * inside a captured graph they become parallel branches).
- * Backward: when cuBLASLt supports it (net->fused), pass 0's forward stores ReLU bit masks, the
- * input-gradient GEMMs apply the ReLU derivative in their epilogue (DRELU) and the weight-gradient
- * GEMMs produce the bias gradients (BGRADB): no elementwise backward kernels. Otherwise (or with
- * FH_FUSED_EPILOGUE=0) the ReLU backward and bias column sums are kernels of their own.
+ * Backward: by default the ReLU backward and bias column sums are kernels of their own. With
+ * FH_FUSED_EPILOGUE=1 (net->fused, where cuBLASLt supports it) pass 0's forward stores ReLU bit masks,
+ * the input-gradient GEMMs apply the ReLU derivative in their epilogue (DRELU) and the weight-gradient
+ * GEMMs produce the bias gradients (BGRADB). Measured slower on the H200 (cuBLASLt runs those
+ * epilogues as extra kernels for these shapes), so it is opt-in.
  */
 #ifndef FH_CUDA_NET_H
 #define FH_CUDA_NET_H
