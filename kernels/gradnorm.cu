@@ -86,18 +86,24 @@ fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out,
   return FH_OK;
 }
 
-/* Per-epoch history of the train step scalars, kept on the device and flushed once per epoch:
- * slot k = (*step - 1) % cap (every trained epoch runs exactly `cap` steps, so slot = step in epoch). */
+/* Per-epoch history of the train step scalars: slot k = (*step - 1) % cap (every trained epoch runs
+ * exactly `cap` steps, so slot = step in epoch). The history may be mapped pinned host memory: the
+ * values go straight to the host, then (after a system-wide fence) *done = *step tells the host
+ * which steps it can read without synchronising. */
 static __global__ void fh_record_step_kernel(const float* loss, const float* gnorm, const int64_t* step, int cap,
-                                             float* loss_hist, float* gnorm_hist) {
+                                             float* loss_hist, float* gnorm_hist, int64_t* done) {
   const int64_t k = (*step - 1) % cap;
   loss_hist[k] = *loss;
   gnorm_hist[k] = *gnorm;
+  if (done) {
+    __threadfence_system();
+    *reinterpret_cast<volatile int64_t*>(done) = *step;
+  }
 }
 
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
-                                float* gnorm_hist, cudaStream_t s) {
-  fh_record_step_kernel<<<1, 1, 0, s>>>(loss, gnorm, step, cap, loss_hist, gnorm_hist);
+                                float* gnorm_hist, int64_t* done, cudaStream_t s) {
+  fh_record_step_kernel<<<1, 1, 0, s>>>(loss, gnorm, step, cap, loss_hist, gnorm_hist, done);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

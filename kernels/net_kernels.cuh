@@ -73,9 +73,10 @@ fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* par
 /* mean = sum(x[0..n)) / n as float into *out. */
 fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s);
 
-/* History of the step scalars: loss_hist[(*step-1) % cap] = *loss, gnorm_hist[...] = *gnorm. */
+/* History of the step scalars: loss_hist[(*step-1) % cap] = *loss, gnorm_hist[...] = *gnorm, then (when
+ * done is not null, after a system fence) *done = *step. */
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
-                                float* gnorm_hist, cudaStream_t s);
+                                float* gnorm_hist, int64_t* done, cudaStream_t s);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

@@ -206,6 +206,26 @@ describe('CUDA orchestration', () => {
     expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
   });
 
+  test('a diverging network stops the epoch within a few steps (step scalars read while training)', () => {
+    const cfg = tinyConfig(['agent.atoms=51']);
+    const m = nativeMarket(market(cfg));
+    const gpu = loadNative('cuda');
+    withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+      const P = Number(info(gpu, h).n_params);
+      expect(gpu.fh_trainer_set_params(h, 0, new Float32Array(P).fill(1e30), P)).toBe(FhStatus.OK);
+      const out: Partial<FhEpochStats> = {};
+      expect(gpu.fh_trainer_run_epoch(h, out)).toBe(FhStatus.ERR_DIVERGED);
+      const msg = gpu.fh_trainer_last_error(h) ?? '';
+      const hit = /epoch 1, train step (\d+): (?:loss|gradient norm) became (?:NaN|Inf) \(stopped after (\d+) of (\d+) steps\)/.exec(msg);
+      expect(hit, msg).not.toBeNull();
+      const [, step, launched, total] = (hit ?? []).map(Number);
+      expect(step).toBe(0);
+      expect(total).toBe(cfg.train.steps_per_epoch);
+      // at most 4 steps queued ahead of the last one read (kRunAhead), plus the one launched last
+      expect(launched).toBeLessThanOrEqual(6);
+    });
+  });
+
   test('a GPU checkpoint resumes bit for bit', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));

@@ -14,9 +14,13 @@
  *             epilogues where cuBLASLt has them) -> grad norm/clip -> Adam -> target update ->
  *             priority update -> loss/grad-norm history on the device (+ Q stats every qstats_every)
  *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
- *   flush     async copies of the histories into pinned memory, one event, ONE cudaEventSynchronize
- * Loss and grad norm of every step stay on the device (history indexed by the step counter) and
- * come back with that single flush; the trainer counts its synchronisations (stats.host_syncs).
+ *   flush     async copies of what is left (epsilon, evaluation records) into pinned memory, one
+ *             event, ONE cudaEventSynchronize
+ * Loss and grad norm of every step (and the Q statistics every qstats_every steps) are written by the
+ * device straight into mapped pinned host memory, followed by the step counter; between graph
+ * launches the host reads the steps recorded so far without synchronising (keeping at most kRunAhead
+ * steps queued), so a non-finite loss stops the epoch early. The trainer counts its synchronisations
+ * (stats.host_syncs).
  * use_graphs = 0 launches exactly the same sequence eagerly.
  */
 #include <math.h>
@@ -27,6 +31,7 @@
 #include <string.h>
 
 #include <chrono>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -40,6 +45,9 @@
 #include "env_host.h"
 
 #define FH_CUDA_VERSION "0.1.0 cuda"
+
+/* Train steps the host may queue ahead of the last step whose scalars it has read. */
+static constexpr int64_t kRunAhead = 4;
 
 struct fh_host_market {
   std::vector<float> features;
@@ -70,14 +78,18 @@ struct fh_trainer {
 
   cudaGraphExec_t g_collect = nullptr, g_train = nullptr, g_train_q = nullptr, g_eval = nullptr;
 
-  float* loss_hist = nullptr;    /* (S) device */
-  float* gnorm_hist = nullptr;   /* (S) device */
-  double* qstats = nullptr;      /* (5) device, last Q-stats sample */
-  /* pinned flush target */
+  /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
+   * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
+   * *h_done says the step is through, without synchronising. */
   float* h_loss = nullptr;       /* (S) */
   float* h_gnorm = nullptr;      /* (S) */
-  double* h_qstats = nullptr;    /* (5) */
-  float* h_eps = nullptr;        /* (1) */
+  double* h_qstats = nullptr;    /* (5) last Q-stats sample */
+  int64_t* h_done = nullptr;     /* (1) train step counter of the last recorded step */
+  float* loss_hist = nullptr;
+  float* gnorm_hist = nullptr;
+  double* qstats = nullptr;
+  int64_t* d_done = nullptr;
+  float* h_eps = nullptr;        /* (1) pinned flush target */
   cudaEvent_t e_t0 = nullptr, e_t1 = nullptr, e_t2 = nullptr, e_t3 = nullptr;
 
   int64_t epoch = 0;             /* epochs finished */
@@ -172,7 +184,8 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
   }
   FH_TRY(fh_net_optimise(net, c));
   FH_TRY(fh_launch_priority_update(t->replay, t->bb.slot, net->signal, B, s));
-  FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, s));
+  FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, t->d_done,
+                               s));
   return FH_OK;
 }
 
@@ -233,12 +246,10 @@ static void destroy_all(fh_trainer* t) {
   if (t->have_envs) fh_cuda_envs_free(&t->envs);
   if (t->have_dm) fh_cuda_market_free(&t->dm);
   if (t->have_net) fh_net_destroy(&t->net);
-  if (t->loss_hist) cudaFree(t->loss_hist);
-  if (t->gnorm_hist) cudaFree(t->gnorm_hist);
-  if (t->qstats) cudaFree(t->qstats);
   if (t->h_loss) cudaFreeHost(t->h_loss);
   if (t->h_gnorm) cudaFreeHost(t->h_gnorm);
   if (t->h_qstats) cudaFreeHost(t->h_qstats);
+  if (t->h_done) cudaFreeHost(t->h_done);
   if (t->h_eps) cudaFreeHost(t->h_eps);
   cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3};
   for (auto e : es)
@@ -360,15 +371,18 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   t->have_bb = true;
 
   const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
-  TR_CUDA(t, cudaMalloc(&t->loss_hist, sizeof(float) * S), "history allocation");
-  TR_CUDA(t, cudaMalloc(&t->gnorm_hist, sizeof(float) * S), "history allocation");
-  TR_CUDA(t, cudaMalloc(&t->qstats, sizeof(double) * 5), "history allocation");
-  TR_CUDA(t, cudaMemset(t->loss_hist, 0xff, sizeof(float) * S), "history init");
-  TR_CUDA(t, cudaMemset(t->gnorm_hist, 0xff, sizeof(float) * S), "history init");
-  TR_CUDA(t, cudaMemset(t->qstats, 0, sizeof(double) * 5), "history init");
-  TR_CUDA(t, cudaMallocHost(&t->h_loss, sizeof(float) * S), "pinned allocation");
-  TR_CUDA(t, cudaMallocHost(&t->h_gnorm, sizeof(float) * S), "pinned allocation");
-  TR_CUDA(t, cudaMallocHost(&t->h_qstats, sizeof(double) * 5), "pinned allocation");
+  TR_CUDA(t, cudaHostAlloc(&t->h_loss, sizeof(float) * S, cudaHostAllocMapped), "mapped history allocation");
+  TR_CUDA(t, cudaHostAlloc(&t->h_gnorm, sizeof(float) * S, cudaHostAllocMapped), "mapped history allocation");
+  TR_CUDA(t, cudaHostAlloc(&t->h_qstats, sizeof(double) * 5, cudaHostAllocMapped), "mapped history allocation");
+  TR_CUDA(t, cudaHostAlloc(&t->h_done, sizeof(int64_t), cudaHostAllocMapped), "mapped history allocation");
+  TR_CUDA(t, cudaHostGetDevicePointer(&t->loss_hist, t->h_loss, 0), "mapped history");
+  TR_CUDA(t, cudaHostGetDevicePointer(&t->gnorm_hist, t->h_gnorm, 0), "mapped history");
+  TR_CUDA(t, cudaHostGetDevicePointer(&t->qstats, t->h_qstats, 0), "mapped history");
+  TR_CUDA(t, cudaHostGetDevicePointer(&t->d_done, t->h_done, 0), "mapped history");
+  memset(t->h_loss, 0xff, sizeof(float) * S);
+  memset(t->h_gnorm, 0xff, sizeof(float) * S);
+  memset(t->h_qstats, 0, sizeof(double) * 5);
+  *t->h_done = 0;
   TR_CUDA(t, cudaMallocHost(&t->h_eps, sizeof(float)), "pinned allocation");
   cudaEvent_t* evs[] = {&t->e_t0, &t->e_t1, &t->e_t2, &t->e_t3};
   for (auto ev : evs) TR_CUDA(t, cudaEventCreate(ev), "event creation");
@@ -526,27 +540,48 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const int32_t steps = can_train ? S : 0;
   TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
   const int32_t qe = c.qstats_every > 0 ? c.qstats_every : S;
-  for (int32_t k = 0; k < steps; ++k) {
+  /* Between launches the host reads the steps the device has recorded (mapped memory, no sync): a
+   * loss or grad norm that is not finite stops the epoch early instead of after all S steps. */
+  *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
+  int64_t checked = t->train_step;
+  int32_t launched = 0, bad_step = -1;
+  for (int32_t k = 0; k < steps && bad_step < 0; ++k) {
     const int with_q = ((k + 1) % qe == 0) || k == steps - 1;
     if (t->g_train) TR_CUDA(t, cudaGraphLaunch(with_q ? t->g_train_q : t->g_train, st), "train-step graph launch");
     else TR_TRY(t, launch_train_step(t, with_q), "train step");
+    ++launched;
+    /* keep at most kRunAhead steps queued: wait (polling mapped memory, no CUDA synchronisation) until
+     * step k - kRunAhead + 1 is recorded; the device still has the later steps to run meanwhile */
+    int64_t done = *reinterpret_cast<volatile int64_t*>(t->h_done);
+    while (t->train_step + launched - done > kRunAhead) {
+      const cudaError_t q = cudaStreamQuery(st);
+      if (q != cudaErrorNotReady) {
+        if (q != cudaSuccess) {
+          fh_cuda_set_error(__FILE__, __LINE__, "cudaStreamQuery", cudaGetErrorString(q));
+          return fail_dev(t, fh_cuda_status(q), "train step");
+        }
+        break; /* the stream is idle: everything recorded is visible at the flush */
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      done = *reinterpret_cast<volatile int64_t*>(t->h_done);
+    }
+    for (; checked < done && bad_step < 0; ++checked) {
+      const int64_t slot = checked % S;
+      if (!isfinite(t->h_loss[slot]) || !isfinite(t->h_gnorm[slot])) bad_step = (int32_t)(checked - t->train_step);
+    }
   }
   TR_CUDA(t, cudaEventRecord(t->e_t2, st), "train end");
 
-  /* evaluate */
+  /* evaluate (not after a diverged step) */
   TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_t2, 0), "eval wait");
-  if (t->ev.n_seg > 0) {
+  if (t->ev.n_seg > 0 && bad_step < 0) {
     if (t->g_eval) TR_CUDA(t, cudaGraphLaunch(t->g_eval, sc), "evaluation graph launch");
     else TR_TRY(t, launch_eval(t), "evaluation");
   }
   TR_TRY(t, fh_launch_eval_readback(t->ev, sc), "evaluation read-back");
 
-  /* flush: everything the epoch reports, then the one synchronisation */
-  if (steps > 0) {
-    TR_CUDA(t, cudaMemcpyAsync(t->h_loss, t->loss_hist, sizeof(float) * steps, cudaMemcpyDeviceToHost, sc), "flush");
-    TR_CUDA(t, cudaMemcpyAsync(t->h_gnorm, t->gnorm_hist, sizeof(float) * steps, cudaMemcpyDeviceToHost, sc), "flush");
-    TR_CUDA(t, cudaMemcpyAsync(t->h_qstats, t->qstats, sizeof(double) * 5, cudaMemcpyDeviceToHost, sc), "flush");
-  }
+  /* flush: everything the epoch reports (the step scalars are already in mapped host memory), then the
+   * one synchronisation */
   TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
   TR_CUDA(t, cudaEventRecord(t->e_t3, sc), "epoch end");
   int64_t host_syncs = 0;
@@ -555,8 +590,15 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   TR_CUDA(t, cudaGetLastError(), "epoch");
 
   t->env_step = env_step_after;
-  t->train_step += steps;
+  t->train_step += launched;
   t->epoch += 1;
+  if (bad_step >= 0) {
+    const float l = t->h_loss[(t->train_step - launched + bad_step) % S];
+    return fail(t, FH_ERR_DIVERGED, "epoch %lld, train step %d: %s became %s (stopped after %d of %d steps)",
+                (long long)t->epoch, bad_step, !isfinite(l) ? "loss" : "gradient norm",
+                isnan(!isfinite(l) ? l : t->h_gnorm[(t->train_step - launched + bad_step) % S]) ? "NaN" : "Inf", launched,
+                steps);
+  }
 
   memset(out, 0, sizeof *out);
   out->epoch = (double)t->epoch;
