@@ -189,23 +189,6 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
  * with the same bits, so argmax decisions agree across lanes. */
 static constexpr int kFastWarps = 4;
 
-template <int NV>
-__device__ __forceinline__ void fh_warp_max_n(float (&v)[NV]) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (int q = 0; q < NV; ++q) v[q] = fmaxf(v[q], __shfl_xor_sync(0xffffffffu, v[q], o));
-  }
-}
-template <int NV>
-__device__ __forceinline__ void fh_warp_sum_n(float (&v)[NV]) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (int q = 0; q < NV; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
-  }
-}
-
 template <typename T, int MAXN>
 static __global__ void __launch_bounds__(kFastWarps * 32)
     fh_c51_loss_fast_kernel(fh_heads_view on_s, fh_heads_view on_sn, fh_heads_view tg_sn,
@@ -222,14 +205,16 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   const bool ok[2] = {lane < atoms, lane + 32 < atoms};
   const float vmin = on_s.v_min, vmax = on_s.v_max;
 
-  /* loads: values of s' (online, target) and s (online) for this lane's atoms */
-  float sv[2], tv[2], ov[2];
-  float sa[NB][MAXN][2], ta[NB][MAXN][2], oa[NB][MAXN][2];
+  /* double DQN: Q_online(s', a) of every action (fh_dev_q_all), then the values of target(s') and
+   * online(s) for this lane's atoms */
+  float qsn[NB * MAXN];
+  fh_dev_q_all<MAXN>(on_sn, i, lane, qsn);
+  float tv[2], ov[2];
+  float ta[NB][MAXN][2], oa[NB][MAXN][2];
   int ad[NB];
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int j = lane + 32 * k;
-    sv[k] = ok[k] ? __ldg(on_sn.v + (int64_t)i * on_sn.ldv + j) : 0.0f;
     tv[k] = ok[k] ? __ldg(tg_sn.v + (int64_t)i * tg_sn.ldv + j) : 0.0f;
     ov[k] = ok[k] ? __ldg(on_s.v + (int64_t)i * on_s.ldv + j) : 0.0f;
   }
@@ -238,75 +223,36 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     const int n = d < nb ? on_s.n[d] : 0;
     int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n ? n - 1 : a0);
-    const float* ps = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : nullptr;
     const float* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : nullptr;
     const float* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
-        const int j = lane + 32 * k;
         const bool in = a < n && ok[k];
-        sa[d][a][k] = in ? __ldg(ps + a * atoms + j) : 0.0f;
-        ta[d][a][k] = in ? __ldg(pt + a * atoms + j) : 0.0f;
-        oa[d][a][k] = in ? __ldg(po + a * atoms + j) : 0.0f;
+        ta[d][a][k] = in ? __ldg(pt + a * atoms + lane + 32 * k) : 0.0f;
+        oa[d][a][k] = in ? __ldg(po + a * atoms + lane + 32 * k) : 0.0f;
       }
   }
 
   /* dueling means over actions (as fh_dueling_combine: sum in action order, then / n) */
-  float ms[NB][2], mt[NB][2], mo[NB][2];
+  float mt[NB][2], mo[NB][2];
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int n = d < nb ? on_s.n[d] : 1;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-      float x = 0.0f, y = 0.0f, z = 0.0f;
+      float y = 0.0f, z = 0.0f;
 #pragma unroll
       for (int a = 0; a < MAXN; ++a)
         if (a < n) {
-          x += sa[d][a][k];
           y += ta[d][a][k];
           z += oa[d][a][k];
         }
-      ms[d][k] = x / (float)n;
       mt[d][k] = y / (float)n;
       mo[d][k] = z / (float)n;
     }
   }
-
-  /* double DQN: Q_online(s', a) of every action, reductions side by side */
-  float zk[2];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) zk[k] = fh_c51_support(atoms, vmin, vmax, lane + 32 * k);
-  float mx[NB * MAXN], se[NB * MAXN], sz[NB * MAXN];
-#pragma unroll
-  for (int d = 0; d < NB; ++d)
-#pragma unroll
-    for (int a = 0; a < MAXN; ++a) {
-      float m = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < 2; ++k)
-        if (ok[k]) m = fmaxf(m, sv[k] + sa[d][a][k] - ms[d][k]);
-      mx[d * MAXN + a] = m;
-    }
-  fh_warp_max_n(mx);
-#pragma unroll
-  for (int d = 0; d < NB; ++d)
-#pragma unroll
-    for (int a = 0; a < MAXN; ++a) {
-      float e0 = 0.0f, e1 = 0.0f;
-#pragma unroll
-      for (int k = 0; k < 2; ++k)
-        if (ok[k]) {
-          const float e = expf(sv[k] + sa[d][a][k] - ms[d][k] - mx[d * MAXN + a]);
-          e0 += e;
-          e1 += e * zk[k];
-        }
-      se[d * MAXN + a] = e0;
-      sz[d * MAXN + a] = e1;
-    }
-  fh_warp_sum_n(se);
-  fh_warp_sum_n(sz);
 
   /* target: mean over branches of softmax(target logits at a*_d) */
   float xt[NB][2], tm[NB];
@@ -318,7 +264,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
       if (a < n) {
-        const float q = sz[d * MAXN + a] / se[d * MAXN + a];
+        const float q = qsn[d * MAXN + a];
         if (q > bq) {  /* first max on ties, as fh_argmax */
           bq = q;
           astar = a;

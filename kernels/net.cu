@@ -196,8 +196,39 @@ static __global__ void fh_expected_q_kernel(fh_heads_view h, int B, float* __res
   }
 }
 
+/* Branches of <= MAXN actions: one warp per sample, everything in registers (fh_dev_q_all). */
+template <int MAXN>
+static __global__ void fh_expected_q_fast_kernel(fh_heads_view h, int B, float* __restrict__ q, int ldq) {
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kQWarps + w;
+  if (i >= B) return;
+  float qa[FH_MAX_BRANCHES * MAXN];
+  fh_dev_q_all<MAXN>(h, i, lane, qa);
+  int col = 0;
+#pragma unroll
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d)
+    if (d < h.nb) {
+      float mine = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (lane == a) mine = qa[d * MAXN + a];
+      if (lane < h.n[d]) q[(int64_t)i * ldq + col + lane] = mine;
+      col += h.n[d];
+    }
+}
+
 fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s) {
   if (B <= 0) return FH_OK;
+  int maxn = 0;
+  for (int d = 0; d < h.nb; ++d) maxn = h.n[d] > maxn ? h.n[d] : maxn;
+  if (h.atoms <= FH_MAX_ATOMS_GPU && h.nb <= FH_MAX_BRANCHES && maxn <= 8) {
+    if (maxn <= 4)
+      fh_expected_q_fast_kernel<4><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
+    else
+      fh_expected_q_fast_kernel<8><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
+    FH_LAUNCH_CHECK();
+    return FH_OK;
+  }
   const size_t shm = (size_t)kQWarps * fh_row_floats(h) * sizeof(float);
   fh_expected_q_kernel<<<CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s>>>(h, B, q, ldq);
   FH_LAUNCH_CHECK();

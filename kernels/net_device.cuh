@@ -110,4 +110,101 @@ __device__ __forceinline__ const float* fh_staged_a(const fh_heads_view& h, cons
   return row + off;
 }
 
+/* ---- all actions at once (branches of <= MAXN actions) ---- */
+
+template <int NV>
+__device__ __forceinline__ void fh_warp_max_n(float (&v)[NV]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int q = 0; q < NV; ++q) v[q] = fmaxf(v[q], __shfl_xor_sync(0xffffffffu, v[q], o));
+  }
+}
+template <int NV>
+__device__ __forceinline__ void fh_warp_sum_n(float (&v)[NV]) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int q = 0; q < NV; ++q) v[q] += __shfl_xor_sync(0xffffffffu, v[q], o);
+  }
+}
+
+/* Q(s_i, a) of every action of every branch of row i, in every lane: q[d * MAXN + a] (a < n_d; the
+ * other entries are unspecified). Each lane loads its two atoms of the row straight from global
+ * memory (all loads first), and the reductions of all actions run side by side in one butterfly.
+ * The same arithmetic in the same order as fh_dev_expected_q_r, so the same bits. Every n_d <= MAXN;
+ * XOR butterflies leave every lane with the same bits. */
+template <int MAXN>
+__device__ __forceinline__ void fh_dev_q_all(const fh_heads_view& h, int64_t i, int lane,
+                                             float (&q)[FH_MAX_BRANCHES * MAXN]) {
+  constexpr int NB = FH_MAX_BRANCHES;
+  const int atoms = h.atoms;
+  const bool ok[2] = {lane < atoms, lane + 32 < atoms};
+  float v[2], x[NB][MAXN][2], mean[NB][2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) v[k] = ok[k] ? __ldg(h.v + i * h.ldv + lane + 32 * k) : 0.0f;
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int n = d < h.nb ? h.n[d] : 0;
+    const float* p = d < h.nb ? h.a[d] + i * h.lda[d] : nullptr;
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) x[d][a][k] = a < n && ok[k] ? __ldg(p + a * atoms + lane + 32 * k) : 0.0f;
+  }
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int n = d < h.nb ? h.n[d] : 1;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a < n) sum += x[d][a][k];
+      mean[d][k] = sum / (float)n; /* as fh_dueling_combine */
+    }
+  }
+  float mx[NB * MAXN];
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        x[d][a][k] = ok[k] ? v[k] + x[d][a][k] - mean[d][k] : -INFINITY;
+        m = fmaxf(m, x[d][a][k]);
+      }
+      mx[d * MAXN + a] = m;
+    }
+  fh_warp_max_n(mx);
+  if (atoms <= 1) {
+#pragma unroll
+    for (int c = 0; c < NB * MAXN; ++c) q[c] = mx[c];
+    return;
+  }
+  float zk[2], se[NB * MAXN];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) zk[k] = fh_c51_support(atoms, h.v_min, h.v_max, lane + 32 * k);
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) {
+      float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 2; ++k)
+        if (ok[k]) {
+          const float e = expf(x[d][a][k] - mx[d * MAXN + a]);
+          sum += e;
+          acc += e * zk[k];
+        }
+      se[d * MAXN + a] = sum;
+      q[d * MAXN + a] = acc;
+    }
+  fh_warp_sum_n(se);
+  fh_warp_sum_n(q);
+#pragma unroll
+  for (int c = 0; c < NB * MAXN; ++c) q[c] /= se[c];
+}
+
 #endif /* FH_NET_DEVICE_CUH */
