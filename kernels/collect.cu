@@ -5,6 +5,7 @@
  *
  *   replay_gather   one warp per (sample j, which): which 0 -> s (slot), 1 -> s' (next slot)
  *                   obs (B, D) / next_obs (B, D) rows (=), fp32 or bf16, 16-byte loads and stores
+ *                   (bf16 rows copy the market's bf16 feature matrix: half the bytes, same bits)
  *                   which 0 also writes act (B, 3) int32, ret (B), disc (B) via fh_replay_nstep
  *
  * Launch constraints: B <= batch.cap; slots in [0, capacity). Graph-capturable.
@@ -12,11 +13,37 @@
 #include "cuda_env_gather.cuh"
 #include "../native/src/cuda/replay.h"
 
+#include <stdlib.h>
+
+#include <type_traits>
+
 #define FH_GATHER_WARPS 8
 
-template <typename T, bool VEC>
+/* A bf16 observation row from the bf16 copy of the feature matrix: 16-byte copies (8 elements; needs
+ * F % 8 == 0 and ld % 8 == 0), then the 8 account features. */
+__device__ __forceinline__ void fh_gather_obs_row_bf16(const fh_bf16* __restrict__ features, int32_t F,
+                                                       int32_t window, int64_t t, const float* acc, int lane,
+                                                       fh_bf16* __restrict__ dst) {
+  const int32_t n = window * F;
+  const uint4* src = reinterpret_cast<const uint4*>(features + (t - window + 1) * (int64_t)F);
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  const int32_t n8 = n >> 3;
+  int32_t i = lane;
+  for (; i + 96 < n8; i += 128) {
+    const uint4 v0 = __ldg(src + i), v1 = __ldg(src + i + 32), v2 = __ldg(src + i + 64), v3 = __ldg(src + i + 96);
+    d[i] = v0;
+    d[i + 32] = v1;
+    d[i + 64] = v2;
+    d[i + 96] = v3;
+  }
+  for (; i < n8; i += 32) d[i] = __ldg(src + i);
+  if (lane < FH_ENV_ACCOUNT) dst[n + lane] = fh_from_f32<fh_bf16>(acc[lane]);
+}
+
+template <typename T, bool VEC, bool BF16_SRC>
 static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, float gamma, const float* features,
-                                            int32_t F, int32_t window, const int32_t* __restrict__ slot, int32_t B,
+                                            const fh_bf16* features_bf16, int32_t F, int32_t window,
+                                            const int32_t* __restrict__ slot, int32_t B,
                                             int32_t* __restrict__ act, float* __restrict__ ret,
                                             float* __restrict__ disc, T* obs, T* next_obs, int32_t ld) {
   const int lane = threadIdx.x & 31;
@@ -43,8 +70,12 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
   }
   T* dst = which == 0 ? obs : next_obs;
   if (!dst) return;
-  fh_gather_obs_row<T, VEC>(features, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
-                            dst + (int64_t)j * ld);
+  if constexpr (BF16_SRC)
+    fh_gather_obs_row_bf16(features_bf16, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
+                           dst + (int64_t)j * ld);
+  else
+    fh_gather_obs_row<T, VEC>(features, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
+                              dst + (int64_t)j * ld);
 }
 
 template <typename T>
@@ -52,12 +83,23 @@ static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& 
                                  const fh_cuda_batch& b, int32_t B, T* obs, T* next_obs, int32_t ld, cudaStream_t s) {
   const dim3 grid((unsigned)CEIL_DIV(2 * (int64_t)B, FH_GATHER_WARPS)), block(32 * FH_GATHER_WARPS);
   const int32_t F = m.view.n_features;
+  const float* f = m.view.features;
+  const fh_bf16* fb = m.features_bf16;
+  if constexpr (std::is_same<T, fh_bf16>::value) {
+    const char* e = getenv("FH_GATHER_BF16_SOURCE");  /* "0": convert from fp32 (for comparisons) */
+    if (fb && F % 8 == 0 && ld % 8 == 0 && !(e && e[0] == '0')) {
+      replay_gather_kernel<T, true, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                 b.act, b.ret, b.disc, obs, next_obs, ld);
+      FH_LAUNCH_CHECK();
+      return FH_OK;
+    }
+  }
   if (fh_gather_vec_ok(F, window, ld))
-    replay_gather_kernel<T, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.view.features, F, window, b.slot,
-                                                         B, b.act, b.ret, b.disc, obs, next_obs, ld);
+    replay_gather_kernel<T, true, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                b.act, b.ret, b.disc, obs, next_obs, ld);
   else
-    replay_gather_kernel<T, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.view.features, F, window, b.slot,
-                                                          B, b.act, b.ret, b.disc, obs, next_obs, ld);
+    replay_gather_kernel<T, false, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                 b.act, b.ret, b.disc, obs, next_obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

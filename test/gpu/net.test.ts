@@ -158,8 +158,8 @@ describe('alternative kernels of the train step agree', () => {
   for (const det of [1, 0]) {
     test(`${det ? 'fp32 deterministic' : 'bf16'}: fast C51 loss == general C51 loss`, () => {
       const cfg = tinyConfig(['agent.atoms=51']);
-      const a = lossGradWith(cfg, det, {}, SEED + 201 + det, 96);
-      const b = lossGradWith(cfg, det, { FH_LOSS_KERNEL: 'general' }, SEED + 201 + det, 96);
+      const a = lossGradWith(cfg, det, {}, SEED + 201 + det, 64);
+      const b = lossGradWith(cfg, det, { FH_LOSS_KERNEL: 'general' }, SEED + 201 + det, 64);
       expectClose(a, b, 1e-5, det ? 1e-5 : 1e-2);
     });
   }
@@ -167,8 +167,8 @@ describe('alternative kernels of the train step agree', () => {
   // elementwise kernels (the default). bf16: the fp32 mode may fall back to the kernels.
   test('bf16: fused-epilogue backward == kernel backward', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
-    const a = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '1' }, SEED + 301, 96);
-    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0' }, SEED + 301, 96);
+    const a = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '1' }, SEED + 301, 64);
+    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0' }, SEED + 301, 64);
     expect(a.engine).toMatch(/fused-epilogue backward/);
     expect(b.engine).toMatch(/kernel backward/);
     // the forward with a mask may run another cuBLASLt kernel; bias sums in another order
@@ -204,6 +204,35 @@ describe('CUDA orchestration', () => {
       expect(Number.isFinite(a.loss_mean)).toBe(true);
     }
     expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
+  });
+
+  test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {
+    const cfg = tinyConfig(['agent.atoms=51']);
+    const m = nativeMarket(market(cfg));
+    const gpu = loadNative('cuda');
+    const run = (bf16Source: boolean) => {
+      const prev = process.env['FH_GATHER_BF16_SOURCE'];
+      process.env['FH_GATHER_BF16_SOURCE'] = bf16Source ? '1' : '0';
+      try {
+        return withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+          const stats = [1, 2].map(() => runEpoch(gpu, h));
+          const P = Number(info(gpu, h).n_params);
+          const params = new Float32Array(P);
+          expect(gpu.fh_trainer_get_params(h, 0, params, P)).toBe(FhStatus.OK);
+          return { stats, params };
+        });
+      } finally {
+        if (prev === undefined) delete process.env['FH_GATHER_BF16_SOURCE'];
+        else process.env['FH_GATHER_BF16_SOURCE'] = prev;
+      }
+    };
+    const a = run(true);
+    const b = run(false);
+    for (let e = 0; e < 2; e++) {
+      expect(a.stats[e]?.loss_mean, `epoch ${e + 1}`).toStrictEqual(b.stats[e]?.loss_mean);
+      expect(a.stats[e]?.grad_norm_mean, `epoch ${e + 1}`).toStrictEqual(b.stats[e]?.grad_norm_mean);
+    }
+    expect(Buffer.from(a.params.buffer).equals(Buffer.from(b.params.buffer))).toBe(true);
   });
 
   test('a diverging network stops the epoch within a few steps (step scalars read while training)', () => {

@@ -40,6 +40,8 @@ struct fh_cuda_market {
   fh_market_view view;        /* device pointers + sizes + train range (what kernels take) */
   int64_t val_begin, val_end; /* [begin, end) of greedy evaluation */
   float* features;            /* (n_bars, F) */
+  fh_bf16* features_bf16;     /* (n_bars, F) the same, rounded to bf16 (the replay gather of bf16 batches
+                                 copies it: half the bytes read, no conversion; same bits as converting) */
   double* open;               /* (n_bars) */
   double* high;               /* (n_bars) */
   double* low;                /* (n_bars) */

@@ -3,6 +3,7 @@
  * at trainer create; synchronous; not graph-capturable. Every failure frees what was taken.
  */
 #include "collect.h"
+#include "../../../kernels/net_kernels.cuh"
 
 #include <string.h>
 
@@ -22,6 +23,10 @@ static fh_status market_upload(const fh_market* m, fh_cuda_market* out) {
   FH_TRY(upload(&out->close, m->close, n));
   FH_TRY(upload(&out->atr, m->atr, n));
   FH_TRY(upload(&out->session_start, m->session_start, n));
+  const int64_t nf = n * m->n_features;
+  FH_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&out->features_bf16), sizeof(fh_bf16) * (size_t)nf));
+  FH_TRY(fh_launch_cast<fh_bf16>(out->features, out->features_bf16, nf, 0));
+  FH_CUDA_TRY(cudaDeviceSynchronize());
   return FH_OK;
 }
 
@@ -53,6 +58,7 @@ fh_status fh_cuda_market_upload(const fh_market* m, fh_cuda_market* out) {
 void fh_cuda_market_free(fh_cuda_market* m) {
   if (!m) return;
   cudaFree(m->features);
+  cudaFree(m->features_bf16);
   cudaFree(m->open);
   cudaFree(m->high);
   cudaFree(m->low);

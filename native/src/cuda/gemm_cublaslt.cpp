@@ -85,7 +85,7 @@ static cudaDataType_t cdt(fh_dtype t) { return t == FH_BF16 ? CUDA_R_16BF : CUDA
  * trainer's warm-up) and the fastest kept. The choice is cached process-wide by shape so every
  * trainer of a process uses the same algorithm (graph on/off comparisons stay bit-exact).
  * FH_GEMM_AUTOTUNE=0 keeps the heuristic's first choice. */
-static constexpr int kMaxCandidates = 8;
+static constexpr int kMaxCandidates = 16;
 static std::mutex g_tuned_mu;
 static std::map<PlanKey, int> g_tuned;  /* shape -> index into the heuristic's list */
 
