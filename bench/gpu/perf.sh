@@ -17,9 +17,10 @@ timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --wa
 cat $OUT/bench-ref.txt | tail -22
 timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 --set train.batch_size=8192 >$OUT/bench-8192.txt 2>$OUT/bench-8192.err; echo "bench8192 rc $?"
 grep -E 'engine|batch|epoch ms|train ms|eval ms|samples' $OUT/bench-8192.txt | head -12
-# A/B: the backward through elementwise kernels instead of the cuBLASLt epilogues
-FH_FUSED_EPILOGUE=0 timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$OUT/bench-kernelbwd.txt 2>$OUT/bench-kernelbwd.err; echo "bench kernel-backward rc $?"
-grep -E 'engine|batch|epoch ms|train ms|eval ms|samples' $OUT/bench-kernelbwd.txt | head -12
+# A/B: an alternative kernel of the train step (default: the older shared-memory C51 loss)
+AB_ENV=${PERF_AB_ENV:-FH_LOSS_KERNEL=general}
+env $AB_ENV timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$OUT/bench-ab.txt 2>$OUT/bench-ab.err; echo "bench $AB_ENV rc $?"
+grep -E 'engine|batch|epoch ms|train ms|eval ms|samples' $OUT/bench-ab.txt | head -12
 timeout 150 ncu --clock-control none --profile-from-start off --launch-count ${NCU_LAUNCHES:-400} --metrics gpu__time_duration.sum --csv \
     native/build/native_check profile native/build >$OUT/ncu.csv 2>$OUT/ncu.err; echo "ncu rc $?"
 python3 bench/gpu/ncu_summary.py $OUT/ncu.csv > $OUT/ncu_summary.txt; head -45 $OUT/ncu_summary.txt
