@@ -278,50 +278,11 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
                                weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
 }
 
-/* Backward with cuBLASLt's fused epilogues: dW GEMMs also produce the bias gradients (BGRADB), dX
- * GEMMs apply the ReLU derivative from pass 0's masks (DRELU). When the head width is not a multiple
- * of 128 (the heads' mask blocks would not start on 16-byte words) the head layer's ReLU backward and
- * bias gradient stay a kernel. */
-template <typename T>
-static fh_status fh_net_backward_fused(fh_net* net, int32_t B) {
-  const fh_layout& L = net->L;
-  fh_net_pass& P = net->pass[0];
-  const fh_dtype op = net->op;
-  const void* S = net->online_sh;
-  const int HH = L.n_heads * L.hh;
-  float* G = net->grad;
-  const bool heads_masked = L.hh % 128 == 0;
-  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
-  for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
-  for (int k = 0; k < L.n_heads; ++k) {
-    cudaStream_t hs = P.hs[k];
-    const void* dl = net->dlog[k];
-    const fh_relu_mask mk = heads_masked
-                                ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld}
-                                : fh_relu_mask{nullptr, 0};
-    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], G + L.bO[k]));
-    FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
-                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
-  }
-  for (int k = 1; k < L.n_heads; ++k) {
-    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
-    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
-  }
-  if (!heads_masked)
-    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
-                                        net->colsum_part[FH_NET_HEADS], G + L.bH, P.s));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
-                    heads_masked ? G + L.bH : nullptr));
-  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
-                    L.h2, net->mask2));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2, G + L.b2));
-  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
-                    L.h1, net->mask1));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1, G + L.b1));
-  return FH_OK;
-}
-
+/* Backward of pass 0's first B rows into net->grad. Kernel path (default): the ReLU derivative and
+ * the bias gradients (column sums) are elementwise kernels. Fused path (net->fused): the dW GEMMs
+ * also produce the bias gradients (BGRADB) and the dX GEMMs apply the ReLU derivative from pass 0's
+ * masks (DRELU); when the head width is not a multiple of 128 (the heads' mask blocks would not start
+ * on 16-byte words) the head layer's ReLU backward and bias gradient stay a kernel. */
 template <typename T>
 static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const fh_layout& L = net->L;
@@ -331,39 +292,51 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const int HH = L.n_heads * L.hh;
   float* G = net->grad;
   float* part = net->colsum_part[FH_NET_HEADS];
+  const bool fused = net->fused != 0;
+  const bool heads_masked = fused && L.hh % 128 == 0;
+  const fh_relu_mask none{nullptr, 0};
   /* heads on forked streams: bias grad, weight grad, input grad into dah's column block */
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
   for (int k = 0; k < L.n_heads; ++k) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
-    FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k], G + L.bO[k],
-                                        hs));
+    if (!fused)
+      FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
+                                          G + L.bO[k], hs));
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k]));
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
+    const fh_relu_mask mk =
+        heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
     FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
-                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH));
+                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
   }
   for (int k = 1; k < L.n_heads; ++k) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
   }
   /* head first layer (all heads as one GEMM) */
-  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH, part,
-                                      G + L.bH, P.s));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH));
+  if (!heads_masked)
+    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH, part,
+                                        G + L.bH, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
+                    heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
-                    L.h2));
+                    L.h2, fused ? net->mask2 : none));
   /* trunk layer 2 */
-  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2, part,
-                                      G + L.b2, P.s));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2));
+  if (!fused)
+    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2, part,
+                                        G + L.b2, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
+                    fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
-                    L.h1));
+                    L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient) */
-  FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1, part,
-                                      G + L.b1, P.s));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1));
+  if (!fused)
+    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1, part,
+                                        G + L.b1, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
+                    fused ? G + L.b1 : nullptr));
   return FH_OK;
 }
 
@@ -381,10 +354,10 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
   FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
   if (net->op == FH_BF16) {
     FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
-    FH_TRY(net->fused ? fh_net_backward_fused<fh_bf16>(net, B) : fh_net_backward_t<fh_bf16>(net, B));
+    FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
   } else {
     FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
-    FH_TRY(net->fused ? fh_net_backward_fused<float>(net, B) : fh_net_backward_t<float>(net, B));
+    FH_TRY(fh_net_backward_t<float>(net, B));
   }
   FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
   return FH_OK;
