@@ -1,0 +1,55 @@
+/**
+ * compute-sanitizer on a small config (npm run test:gpu, on a GPU host): the native check driver
+ * (test/gpu/native_check.cpp, `small` mode: two graph epochs of a small C51 config and one eager
+ * Huber epoch on the CUDA library) under memcheck (every kernel, cuBLASLt's included) and racecheck
+ * (shared-memory hazards in this project's kernels; cuBLASLt's own kernels are left out of the
+ * racecheck so that it finishes in minutes). Both must report zero and the run must pass its checks.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, test } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const BUILD = join(ROOT, 'native', 'build');
+const DRIVER = join(BUILD, 'native_check');
+const SOURCE = join(ROOT, 'test', 'gpu', 'native_check.cpp');
+// Kernels of this project (kernels/*.cu): racecheck instruments these.
+const OUR_KERNELS = 'kns=fh_|env_|eval_|per_|replay_|tree_|leaves_|collect_';
+
+function driver(): string {
+  if (!existsSync(DRIVER) || statSync(DRIVER).mtimeMs < statSync(SOURCE).mtimeMs) {
+    const r = spawnSync('g++', ['-O2', '-std=c++17', `-I${join(ROOT, 'native', 'include')}`, SOURCE, '-ldl', '-o', DRIVER],
+      { encoding: 'utf8' });
+    expect(r.status, `g++ native_check: ${r.stderr}`).toBe(0);
+  }
+  return DRIVER;
+}
+
+function sanitize(tool: string, extra: string[]): { status: number | null; out: string } {
+  const r = spawnSync('compute-sanitizer', ['--tool', tool, '--error-exitcode', '9', ...extra, driver(), 'small', BUILD],
+    { encoding: 'utf8', timeout: 540_000, maxBuffer: 64 << 20 });
+  if (r.error) throw new Error(`compute-sanitizer ${tool}: ${r.error.message} (is it on PATH?)`);
+  return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
+}
+
+describe('compute-sanitizer, small config', () => {
+  test('memcheck: no errors', () => {
+    const { status, out } = sanitize('memcheck', []);
+    const tail = out.slice(-3000);
+    expect(out, tail).toMatch(/ERROR SUMMARY: 0 errors/);
+    expect(out, tail).not.toMatch(/^FAIL/m);
+    expect(status, tail).toBe(0);
+  });
+
+  test('racecheck: no hazards in the project\'s kernels', () => {
+    // Filter by kernel name where this compute-sanitizer has the option (else every kernel, slower).
+    const help = spawnSync('compute-sanitizer', ['--help'], { encoding: 'utf8' });
+    const filter = `${help.stdout}`.includes('--kernel-regex') ? ['--kernel-regex', OUR_KERNELS] : [];
+    const { status, out } = sanitize('racecheck', filter);
+    const tail = out.slice(-3000);
+    expect(out, tail).toMatch(/RACECHECK SUMMARY: 0 hazards displayed/);
+    expect(out, tail).not.toMatch(/^FAIL/m);
+    expect(status, tail).toBe(0);
+  });
+});
