@@ -9,6 +9,12 @@
  *   native_check small <build>     a small config end to end (for compute-sanitizer memcheck/racecheck)
  *   native_check bench <build> [epochs]   the reference config: per-phase ms, throughput, syncs
  *   native_check profile <build>   a short reference-shaped epoch between cuProfilerStart/Stop (for ncu)
+ *   native_check evalfused <build> the fused greedy evaluation (kernels/eval_fused.cu) against the
+ *                                  cuBLASLt loop on identical weights and market, bf16 (fh_cuda_eval_check):
+ *                                  Q of the first step and of every step before a segment's first greedy
+ *                                  flip within bf16 tolerance, every flip a near-tie, metrics identical
+ *                                  when nothing flipped; the trainer with FH_EVAL_FUSED=0/1 reports
+ *                                  exactly the metrics of the matching path
  *
  * Both libraries are dlopen'ed RTLD_LOCAL (same symbol names). Prints PASS/FAIL lines; exit code =
  * number of failures. Inputs are fresh random draws every run (seeded by time unless FH_SEED is set).
@@ -44,6 +50,9 @@ struct Lib {
   fh_status (*ckpt_size)(fh_trainer*, uint64_t*);
   fh_status (*save)(fh_trainer*, uint8_t*, uint64_t, uint64_t*);
   fh_status (*load)(fh_trainer*, const uint8_t*, uint64_t);
+  /* CUDA library only (test entry point of eval_host.cu), NULL elsewhere */
+  fh_status (*eval_check)(const fh_config*, const fh_market*, const float*, int64_t, int32_t, fh_metrics*, int32_t*,
+                          float*, int64_t, char*, size_t);
 };
 
 template <typename F>
@@ -74,6 +83,7 @@ static bool load_lib(const std::string& path, Lib& L) {
   sym(L.h, "fh_trainer_checkpoint_size", L.ckpt_size);
   sym(L.h, "fh_trainer_save_checkpoint", L.save);
   sym(L.h, "fh_trainer_load_checkpoint", L.load);
+  L.eval_check = reinterpret_cast<decltype(L.eval_check)>(dlsym(L.h, "fh_cuda_eval_check"));
   return true;
 }
 
@@ -420,6 +430,214 @@ static void bench(Lib& gpu, int epochs) {
   gpu.destroy(t);
 }
 
+/* ---------------------------------------------------------------- fused evaluation vs the cuBLASLt loop */
+
+static const char* const kMetricNames[] = {"sharpe", "sortino", "max_drawdown", "max_drawdown_pct", "profit_factor",
+                                           "total_pnl", "trades", "win_rate", "turnover", "sessions"};
+
+static bool metrics_same(const fh_metrics& a, const fh_metrics& b, bool print) {
+  const double* x = reinterpret_cast<const double*>(&a);
+  const double* y = reinterpret_cast<const double*>(&b);
+  bool same = true;
+  for (int i = 0; i < 10; ++i) {
+    const bool eq = x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]));
+    if (!eq && print) printf("      %s: %.17g vs %.17g\n", kMetricNames[i], x[i], y[i]);
+    same = same && eq;
+  }
+  return same;
+}
+
+/* Random weights (uniform +-0.1 where the initial parameter is non-zero: biases and pad rows stay 0),
+ * so the greedy policy trades. */
+static std::vector<float> eval_weights(Lib& gpu, const fh_config& base, const Market& M, uint64_t seed) {
+  fh_config c = base;
+  c.n_envs = 64;
+  c.batch_size = 128;
+  c.batch_cap = 128;
+  c.replay_capacity = 64 * 64;
+  c.use_graphs = 0;
+  fh_trainer* t = make(gpu, c, M, "weights");
+  if (!t) return {};
+  fh_info info;
+  gpu.info(t, &info);
+  std::vector<float> w((size_t)info.n_params);
+  gpu.get_params(t, 0, w.data(), info.n_params);
+  gpu.destroy(t);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+  for (auto& x : w) x = x == 0.0f ? 0.0f : u(rng);
+  return w;
+}
+
+/* One configuration: both paths through fh_cuda_eval_check, then the comparisons. Returns the
+ * metrics of both paths through ref/fus. */
+static bool eval_fused_case(Lib& gpu, const fh_config& c, const Market& M, const std::vector<float>& w, const char* tag,
+                            fh_metrics* ref_out, fh_metrics* fus_out) {
+  char name[200], err[512];
+  int32_t ir[4] = {0, 0, 0, 0}, ifu[4] = {0, 0, 0, 0};
+  fh_metrics mr{}, mf{};
+  /* sizes first (a run without the Q log) */
+  err[0] = 0;
+  fh_status s0 = gpu.eval_check(&c, &M.m, w.data(), (int64_t)w.size(), 1, &mf, ifu, nullptr, 0, err, sizeof err);
+  snprintf(name, sizeof name, "[%s] fused evaluation runs and is used", tag);
+  check(s0 == FH_OK && ifu[3] == 1, name, "S %g, steps %g", ifu[0], ifu[1]);
+  if (s0 != FH_OK || ifu[3] != 1) {
+    printf("      %s\n", err);
+    return false;
+  }
+  const int S = ifu[0], T = ifu[1], NQ = ifu[2];
+  const size_t n = (size_t)T * S * NQ;
+  std::vector<float> qr(n, NAN), qf(n, NAN);
+  err[0] = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  fh_status s1 = gpu.eval_check(&c, &M.m, w.data(), (int64_t)w.size(), 0, &mr, ir, qr.data(), (int64_t)n, err, sizeof err);
+  if (s1 != FH_OK) printf("      cuBLASLt path: %s\n", err);
+  auto t1 = std::chrono::steady_clock::now();
+  err[0] = 0;
+  fh_metrics mf2{};
+  fh_status s2 = gpu.eval_check(&c, &M.m, w.data(), (int64_t)w.size(), 1, &mf2, ifu, qf.data(), (int64_t)n, err, sizeof err);
+  if (s2 != FH_OK) printf("      fused path: %s\n", err);
+  auto t2 = std::chrono::steady_clock::now();
+  printf("      [%s] S %d, steps %d, Q columns %d; check calls %.0f ms (cuBLASLt, eager, Q logged) / %.0f ms (fused)\n", tag,
+         S, T, NQ, std::chrono::duration<double, std::milli>(t1 - t0).count(),
+         std::chrono::duration<double, std::milli>(t2 - t1).count());
+  snprintf(name, sizeof name, "[%s] both paths run with the Q log", tag);
+  check(s1 == FH_OK && s2 == FH_OK && ir[3] == 0 && ifu[3] == 1, name);
+  if (s1 != FH_OK || s2 != FH_OK) return false;
+  snprintf(name, sizeof name, "[%s] fused path deterministic (metrics of two runs identical)", tag);
+  check(metrics_same(mf, mf2, true), name);
+  /* Q of the first step */
+  {
+    double num = 0, den = 0, mx = 0, qmax = 0;
+    bool fin = true;
+    for (size_t i = 0; i < (size_t)S * NQ; ++i) {
+      fin = fin && std::isfinite(qr[i]) && std::isfinite(qf[i]);
+      const double d = (double)qf[i] - qr[i];
+      num += d * d;
+      den += (double)qr[i] * qr[i];
+      mx = std::max(mx, std::fabs(d));
+      qmax = std::max(qmax, std::fabs((double)qr[i]));
+    }
+    const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    snprintf(name, sizeof name, "[%s] Q of the first step: fused vs cuBLASLt rel L2 < 1e-2 (max |dQ| %.3g, max |Q| %.3g)",
+             tag, mx, qmax);
+    check(fin && rel < 1e-2, name, "rel %.3g", rel);
+  }
+  /* greedy flips: per segment the first step where a branch's argmax differs; before it both paths saw
+   * the same trajectory, so their Q must agree; at it the reference's two actions must be a near-tie */
+  auto argmax = [&](const float* q, int off, int nd) {
+    int b = 0;
+    for (int j = 1; j < nd; ++j)
+      if (q[off + j] > q[off + b]) b = j;
+    return b;
+  };
+  const int nb[3] = {c.branch_sizes[0], c.branch_sizes[1], c.branch_sizes[2]};
+  int flipped = 0, bad_flips = 0;
+  double num = 0, den = 0, mx = 0, worst_gap = 0, worst_tol = 0;
+  for (int k = 0; k < S; ++k) {
+    bool flip = false;
+    for (int i = 0; i < T && !flip; ++i) {
+      const float* a = &qr[((size_t)i * S + k) * NQ];
+      const float* b = &qf[((size_t)i * S + k) * NQ];
+      for (int j = 0; j < NQ; ++j) {
+        const double d = (double)b[j] - a[j];
+        num += d * d;
+        den += (double)a[j] * a[j];
+        mx = std::max(mx, std::fabs(d));
+      }
+      int off = 0;
+      for (int d = 0; d < 3; ++d) {
+        const int ar = argmax(a, off, nb[d]), af = argmax(b, off, nb[d]);
+        if (ar != af && !flip) {
+          flip = true;
+          ++flipped;
+          double qm = 0;
+          for (int j = 0; j < NQ; ++j) qm = std::max(qm, std::fabs((double)a[j]));
+          const double gap = std::fabs((double)a[off + ar] - a[off + af]);
+          const double tol = 2e-3 * (1.0 + qm);
+          if (gap > tol) ++bad_flips;
+          if (gap > worst_gap) {
+            worst_gap = gap;
+            worst_tol = tol;
+          }
+          if (flipped <= 5)
+            printf("      [%s] segment %d: first greedy flip at step %d branch %d (%d vs %d), reference Q gap %.3g\n", tag,
+                   k, i, d, ar, af, gap);
+        }
+        off += nb[d];
+      }
+    }
+  }
+  const double rel_all = den > 0 ? sqrt(num / den) : sqrt(num);
+  snprintf(name, sizeof name, "[%s] Q of every step up to each segment's first flip: rel L2 < 1e-2 (max |dQ| %.3g)", tag,
+           mx);
+  check(rel_all < 1e-2, name, "rel %.3g", rel_all);
+  snprintf(name, sizeof name, "[%s] every greedy flip is a near-tie (%d of %d segments flipped)", tag, flipped, S);
+  check(bad_flips == 0, name, "worst gap %.3g, tol %.3g", worst_gap, worst_tol);
+  const bool same = metrics_same(mr, mf, flipped == 0);
+  if (flipped == 0) {
+    snprintf(name, sizeof name, "[%s] no flip: evaluation metrics identical", tag);
+    check(same, name, "pnl %.2f, trades %g", mr.total_pnl, mr.trades);
+  } else {
+    printf("INFO  [%s] %d segment(s) flipped on near-ties: metrics %s (pnl %.2f vs %.2f, trades %g vs %g)\n", tag, flipped,
+           same ? "identical" : "differ", mr.total_pnl, mf.total_pnl, mr.trades, mf.trades);
+  }
+  printf("      [%s] cuBLASLt: pnl %.2f trades %g sharpe %.4f | fused: pnl %.2f trades %g sharpe %.4f\n", tag, mr.total_pnl,
+         mr.trades, mr.sharpe, mf.total_pnl, mf.trades, mf.sharpe);
+  if (ref_out) *ref_out = mr;
+  if (fus_out) *fus_out = mf;
+  return true;
+}
+
+static void eval_fused_check(Lib& gpu, const Market& Msmall, uint64_t seed) {
+  if (!gpu.eval_check) {
+    printf("FAIL  fh_cuda_eval_check missing from the CUDA library\n");
+    ++g_fail;
+    return;
+  }
+  /* small config, C51 and plain Q; then the trainer with FH_EVAL_FUSED=0/1 against the matching path */
+  for (int atoms : {51, 1}) {
+    fh_config c = small_config(gpu, 1, 0, 1, atoms);
+    c.train_steps = 0;
+    std::vector<float> w = eval_weights(gpu, c, Msmall, seed + atoms);
+    if (w.empty()) return;
+    char tag[64];
+    snprintf(tag, sizeof tag, "small atoms=%d", atoms);
+    fh_metrics mr{}, mf{};
+    if (!eval_fused_case(gpu, c, Msmall, w, tag, &mr, &mf)) continue;
+    for (int fused = 0; fused <= 1; ++fused) {
+      setenv("FH_EVAL_FUSED", fused ? "1" : "0", 1);
+      fh_trainer* t = make(gpu, c, Msmall, fused ? "trainer FH_EVAL_FUSED=1" : "trainer FH_EVAL_FUSED=0");
+      unsetenv("FH_EVAL_FUSED");
+      if (!t) continue;
+      fh_info info;
+      gpu.info(t, &info);
+      gpu.set_params(t, 0, w.data(), (int64_t)w.size());
+      gpu.set_params(t, 1, w.data(), (int64_t)w.size());
+      fh_epoch_stats st{};
+      fh_status s = gpu.run_epoch(t, &st);
+      if (s != FH_OK) printf("      run_epoch: %s\n", gpu.last_error(t));
+      char name[200];
+      snprintf(name, sizeof name, "[%s] trainer FH_EVAL_FUSED=%d (graphs on): val metrics == the %s path's", tag, fused,
+               fused ? "fused" : "cuBLASLt");
+      check(s == FH_OK && metrics_same(st.val, fused ? mf : mr, true), name, "eval %.2f ms, syncs %g", st.eval_ms,
+            st.host_syncs);
+      gpu.destroy(t);
+    }
+  }
+  /* the reference shapes: D = 1032, 512/256, 4 heads of 128, 51 atoms, 128 segments of ~1380 bars */
+  {
+    fh_config c;
+    gpu.default_config(&c);
+    c.backend = 1;
+    c.eval_segments = 128;
+    Market M;
+    make_market(M, 640 * 1380, 16, c.window, seed + 3, 1380);  /* val: 128 whole sessions */
+    std::vector<float> w = eval_weights(gpu, c, M, seed + 5);
+    if (!w.empty()) eval_fused_case(gpu, c, M, w, "reference", nullptr, nullptr);
+  }
+}
+
 /* A short reference-shaped run for ncu: profiling is switched on (cuProfilerStart) only around the
  * second epoch, which has 2 collection steps, 3 train steps and a short evaluation. */
 static void profile_run(Lib& gpu) {
@@ -448,7 +666,7 @@ static void profile_run(Lib& gpu) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s compare|graphs|small|bench <build dir> [epochs]\n", argv[0]);
+    fprintf(stderr, "usage: %s compare|graphs|small|bench|profile|evalfused <build dir> [epochs]\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);  /* line-buffered: a sanitizer-killed run still shows how far it got */
@@ -473,6 +691,7 @@ int main(int argc, char** argv) {
   if (mode == "graphs" || mode == "all") graphs_check(gpu, have_cpu ? &cpu : nullptr, M);
   if (mode == "small") small_run(gpu, M);
   if (mode == "profile") profile_run(gpu);
+  if (mode == "evalfused") eval_fused_check(gpu, M, seed);
   if (mode == "bench" || mode == "all") bench(gpu, argc > 3 ? atoi(argv[3]) : 7);
   printf("\n%d failure(s)\n", g_fail);
   return g_fail;

@@ -61,6 +61,7 @@ struct fh_eval_fused {
   float* logits;          /* (S, sum out_pad) device: the head outputs of one step */
   unsigned* bar;          /* (teams * 32) device: team barrier counters */
   void* params;           /* host copy of the kernel's parameter block */
+  unsigned long long* prof; /* tests only, NULL otherwise: (10) device, block 0's cycles per phase */
 };
 
 struct fh_cuda_eval {

@@ -1,11 +1,17 @@
 /*
  * eval_host.cu — eval.h host side: segments (evalSegments of src/env/evaluate.ts), allocation, and
  * the metrics of the read-back records (computeMetrics of src/env/metrics.ts), summed in the
- * reference's order so both backends report the same numbers.
+ * reference's order so both backends report the same numbers; the greedy evaluation loop of the
+ * trainer (fh_eval_run: fused kernel or cuBLASLt loop) and its test entry point fh_cuda_eval_check.
  */
 #include "eval.h"
 
+#include "config.h"
+#include "env_host.h"
+#include "net.h"
+
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +108,7 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
   free(ev->h_seg_begin);
   free(ev->h_seg_end);
   free(ev->h_session_of);
+  fh_eval_fused_free(&ev->fused);
   memset(ev, 0, sizeof *ev);
 }
 
@@ -179,4 +186,131 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
   out->win_rate = trades > 0 ? (double)won / (double)trades : NAN;
   out->turnover = V > 0 ? (double)contracts / (double)V : 0.0;
   out->sessions = (double)ns;
+}
+
+/* ---------------------------------------------------------------- the greedy loop */
+
+fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net) {
+  cudaStream_t s = net->pass[1].s;
+  void* obs = net->pass[1].x;
+  const int32_t D = net->L.D;
+  FH_TRY(fh_launch_eval_reset(ev, s));
+  FH_TRY(fh_launch_eval_observe(ev, net->op, obs, D, s));
+  if (ev.fused.on) {
+    FH_TRY(fh_launch_eval_fused(ev, s));
+  } else {
+    const size_t qrow = (size_t)ev.n_seg * net->nq;
+    for (int32_t i = 0; i < ev.max_steps; ++i) {
+      FH_TRY(fh_net_forward(net, 1, 0, ev.n_seg, 1));
+      if (ev.q_log)
+        FH_CUDA_TRY(cudaMemcpyAsync(ev.q_log + (size_t)i * qrow, net->pass[1].q, qrow * sizeof(float),
+                                    cudaMemcpyDeviceToDevice, s));
+      FH_TRY(fh_launch_eval_step_observe(ev, net->pass[1].q, net->nq, i, net->op, obs, D, s));
+    }
+  }
+  return fh_launch_eval_finish(ev, s);
+}
+
+/* ---------------------------------------------------------------- test entry point */
+
+static void check_err(char* err, size_t len, const char* what, fh_status st) {
+  if (!err || len == 0) return;
+  const char* d = fh_cuda_last_error_text();
+  snprintf(err, len, "%s: status %d (%s)", what, (int)st, d && d[0] ? d : "no detail");
+}
+
+extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_market* market, const float* params,
+                                               int64_t n, int32_t fused, fh_metrics* metrics, int32_t* info,
+                                               float* q_log, int64_t q_len, char* err, size_t err_len) {
+  if (!cfg || !market || !params || !metrics || !info) return FH_ERR_INVALID_ARGUMENT;
+  fh_status st = fh_validate_config(cfg, err, err_len);
+  if (st != FH_OK) return st;
+  st = fh_validate_market(cfg, market, err, err_len);
+  if (st != FH_OK) return st;
+  if (cudaSetDevice(cfg->device) != cudaSuccess) {
+    check_err(err, err_len, "cudaSetDevice", FH_ERR_DEVICE);
+    return FH_ERR_DEVICE;
+  }
+  fh_cuda_market dm{};
+  fh_cuda_eval ev{};
+  fh_net net{};
+  bool have_dm = false, have_ev = false, have_net = false;
+  const char* what = "market upload";
+  const fh_env_params ep = fh_env_params_from_config(*cfg, fh_resolve_reward_scale(*cfg, *market));
+  const int32_t D = cfg->window * market->n_features + FH_ENV_ACCOUNT;
+#define CHK(expr, w)              \
+  do {                            \
+    what = (w);                   \
+    st = (expr);                  \
+    if (st != FH_OK) goto done;   \
+  } while (0)
+  CHK(fh_cuda_market_upload(market, &dm), "market upload");
+  have_dm = true;
+  CHK(fh_cuda_eval_alloc(*cfg, ep, market, dm, &ev), "evaluation allocation");
+  have_ev = true;
+  CHK(fh_net_create(&net, *cfg, D, ev.n_seg > 0 ? ev.n_seg : 1), "network allocation");
+  have_net = true;
+  if (n != net.L.total) {
+    st = FH_ERR_INVALID_ARGUMENT;
+    if (err && err_len) snprintf(err, err_len, "params: n = %lld, the layout has %lld", (long long)n, (long long)net.L.total);
+    goto done;
+  }
+  CHK(cudaMemcpy(net.online, params, (size_t)n * 4, cudaMemcpyHostToDevice) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
+      "params upload");
+  CHK(fh_net_sync_shadows(&net, net.pass[1].s), "shadow sync");
+  CHK(fh_eval_fused_setup(&ev, &net, fused ? 1 : 0), "fused evaluation setup");
+  info[0] = ev.n_seg;
+  info[1] = ev.max_steps;
+  info[2] = net.nq;
+  info[3] = ev.fused.on;
+  if (fused && !ev.fused.on && err && err_len) snprintf(err, err_len, "fused evaluation off: %s", ev.fused.why);
+  {
+    const int64_t need = (int64_t)ev.max_steps * ev.n_seg * net.nq;
+    if (q_log && q_len >= need && need > 0) {
+      CHK(cudaMalloc(&ev.q_log, (size_t)need * 4) == cudaSuccess ? FH_OK : FH_ERR_OUT_OF_MEMORY, "q_log allocation");
+      CHK(cudaMemset(ev.q_log, 0xff, (size_t)need * 4) == cudaSuccess ? FH_OK : FH_ERR_DEVICE, "q_log init");
+    }
+    const bool prof = ev.fused.on && getenv("FH_EVAL_FUSED_PROFILE") != nullptr;
+    if (prof) CHK(cudaMalloc(&ev.fused.prof, 10 * sizeof(unsigned long long)) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
+                  "profile allocation");
+    if (ev.n_seg > 0) {
+      CHK(fh_eval_run(ev, &net), "evaluation");
+      CHK(fh_launch_eval_readback(ev, net.pass[1].s), "read-back");
+    }
+    CHK(cudaStreamSynchronize(net.pass[1].s) == cudaSuccess ? FH_OK : FH_ERR_DEVICE, "evaluation");
+    CHK(cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE, "evaluation");
+    if (ev.q_log)
+      CHK(cudaMemcpy(q_log, ev.q_log, (size_t)need * 4, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
+          "q_log read");
+    if (prof && ev.max_steps > 0) {
+      /* FH_EVAL_FUSED_PROFILE (tests): where one block's time goes, cycles per step */
+      unsigned long long c[10];
+      CHK(cudaMemcpy(c, ev.fused.prof, sizeof c, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
+          "profile read");
+      int clk = 0, dev = 0;
+      cudaGetDevice(&dev);
+      cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
+      printf("      fused profile, block 0, cycles per step (SM clock %d MHz max):", clk / 1000);
+      const char* nm[10] = {"L1", "bar", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step+obs", "bar"};
+      unsigned long long tot = 0;
+      for (int i = 0; i < 10; ++i) {
+        printf(" %s %llu", nm[i], c[i] / (unsigned long long)ev.max_steps);
+        tot += c[i];
+      }
+      printf(" | total %llu\n", tot / (unsigned long long)ev.max_steps);
+      fflush(stdout);
+      cudaFree(ev.fused.prof);
+      ev.fused.prof = nullptr;
+    }
+    fh_cuda_eval_finalise(ev, market, cfg->initial_capital, metrics);
+  }
+#undef CHK
+done:
+  if (st != FH_OK && err && err_len && !err[0]) check_err(err, err_len, what, st);
+  if (have_ev && ev.q_log) cudaFree(ev.q_log);
+  if (have_ev && ev.fused.prof) cudaFree(ev.fused.prof);
+  if (have_net) fh_net_destroy(&net);
+  if (have_ev) fh_cuda_eval_free(&ev);
+  if (have_dm) fh_cuda_market_free(&dm);
+  return st;
 }

@@ -190,18 +190,9 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
 }
 
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
- * observe once, then per step the forward (S rows) and one fused greedy step + observe. */
-static fh_status launch_eval(fh_trainer* t) {
-  cudaStream_t s = collect_stream(t);
-  void* obs = t->net.pass[1].x;
-  FH_TRY(fh_launch_eval_reset(t->ev, s));
-  FH_TRY(fh_launch_eval_observe(t->ev, t->net.op, obs, t->obs_dim, s));
-  for (int32_t i = 0; i < t->ev.max_steps; ++i) {
-    FH_TRY(fh_net_forward(&t->net, 1, 0, t->ev.n_seg, 1));
-    FH_TRY(fh_launch_eval_step_observe(t->ev, t->net.pass[1].q, t->net.nq, i, t->net.op, obs, t->obs_dim, s));
-  }
-  return fh_launch_eval_finish(t->ev, s);
-}
+ * fh_eval_run (eval.h): the fused persistent kernel in bf16 mode (not captured: the trainer launches
+ * it eagerly), else observe once, then per step the forward (S rows) and one fused greedy step + observe. */
+static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net); }
 
 typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
 static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
@@ -367,6 +358,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   if (t->ev.n_seg > t->cap) t->cap = t->ev.n_seg;
   TR_TRY(t, fh_net_create(&t->net, c, t->obs_dim, t->cap), "network allocation");
   t->have_net = true;
+  TR_TRY(t, fh_eval_fused_setup(&t->ev, &t->net, -1), "fused evaluation setup");
   TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb), "batch allocation");
   t->have_bb = true;
 
@@ -401,7 +393,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
     FH_TRY(capture(t, train_stream(t), seq_train, 0, &t->g_train, "train-step graph capture"));
     FH_TRY(capture(t, train_stream(t), seq_train, 1, &t->g_train_q, "train-step (Q stats) graph capture"));
-    if (t->ev.n_seg > 0) FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
+    if (t->ev.n_seg > 0 && !t->ev.fused.on)
+      FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
     TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
   }
   return FH_OK;
