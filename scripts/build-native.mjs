@@ -33,7 +33,10 @@ function run(argv) {
   }
 }
 const jobs = process.env.FOXHUNT_BUILD_JOBS ?? '2';
-run(['-S', src, '-B', build, '-DCMAKE_BUILD_TYPE=Release']);
+// Kernels are built for Hopper (sm_90) unless FOXHUNT_CUDA_ARCH names others (e.g. "90;100"); passed on
+// every configure so that a cache made with nvcc's own default (sm_75) cannot linger.
+const cudaArch = process.env['FOXHUNT_CUDA_ARCH'] || '90';
+run(['-S', src, '-B', build, '-DCMAKE_BUILD_TYPE=Release', `-DCMAKE_CUDA_ARCHITECTURES=${cudaArch}`]);
 run(['--build', build, '-j', jobs]);
 if (requireCuda && !existsSync(join(build, 'libfoxhunt_cuda.so'))) {
   console.error('build-native: --require-cuda given but libfoxhunt_cuda.so was not built (need nvcc and cuBLAS)');
