@@ -3,7 +3,8 @@
  * (test/gpu/native_check.cpp, `small` mode: two graph epochs of a small C51 config and one eager
  * Huber epoch on the CUDA library) under memcheck (every kernel, cuBLASLt's included) and racecheck
  * (shared-memory hazards in this project's kernels; cuBLASLt's own kernels are left out of the
- * racecheck so that it finishes in minutes). Both must report zero and the run must pass its checks.
+ * racecheck so that it finishes in minutes, and the racecheck run uses the per-step evaluation). Both
+ * must report zero and the run must pass its checks.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
@@ -26,9 +27,9 @@ function driver(): string {
   return DRIVER;
 }
 
-function sanitize(tool: string, extra: string[]): { status: number | null; out: string } {
+function sanitize(tool: string, extra: string[], env: Record<string, string> = {}): { status: number | null; out: string } {
   const r = spawnSync('compute-sanitizer', ['--tool', tool, '--error-exitcode', '9', ...extra, driver(), 'small', BUILD],
-    { encoding: 'utf8', timeout: 540_000, maxBuffer: 64 << 20 });
+    { encoding: 'utf8', timeout: 240_000, maxBuffer: 64 << 20, env: { ...process.env, ...env } });
   if (r.error) throw new Error(`compute-sanitizer ${tool}: ${r.error.message} (is it on PATH?)`);
   return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
 }
@@ -46,7 +47,10 @@ describe('compute-sanitizer, small config', () => {
     // Filter by kernel name where this compute-sanitizer has the option (else every kernel, slower).
     const help = spawnSync('compute-sanitizer', ['--help'], { encoding: 'utf8' });
     const filter = `${help.stdout}`.includes('--kernel-regex') ? ['--kernel-regex', OUR_KERNELS] : [];
-    const { status, out } = sanitize('racecheck', filter);
+    // The persistent evaluation kernel's blocks wait on one another through global memory, which
+    // racecheck's instrumentation is not meant for: the racecheck run uses the per-step evaluation
+    // (FH_EVAL_FUSED=0); memcheck above covers the persistent kernel.
+    const { status, out } = sanitize('racecheck', filter, { FH_EVAL_FUSED: '0' });
     const tail = out.slice(-3000);
     expect(out, tail).toMatch(/RACECHECK SUMMARY: 0 hazards displayed/);
     expect(out, tail).not.toMatch(/^FAIL/m);
