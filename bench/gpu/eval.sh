@@ -11,7 +11,7 @@ summary=()
 note() { summary+=("$1"); }
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 # shellcheck disable=SC1091
-source .gpuhost/boot.sh >/tmp/eval-boot.log 2>&1
+source .gpuhost/boot.sh >"$OUT/eval-boot.log" 2>&1
 t0=$(date +%s)
 if FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda >"$OUT/build.log" 2>&1; then
   note "build: ok ($(( $(date +%s) - t0 )) s)"
@@ -26,7 +26,7 @@ grep -E '^(PASS|FAIL|INFO)|segment|S [0-9]|profile' "$OUT/evalfused.log" | cut -
 
 for f in 0 1; do
   FH_EVAL_FUSED=$f timeout 45 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 \
-    >"$OUT/bench-fused$f.txt" 2>/tmp/eval-bench-fused$f.err
+    >"$OUT/bench-fused$f.txt" 2>"$OUT/eval-bench-fused$f.err"
   note "bench FH_EVAL_FUSED=$f rc $?: $(grep -E 'eval ms' "$OUT/bench-fused$f.txt" | tr -s ' ')"
 done
 grep -E 'epoch|collect|train ms|eval|GPU|commit|segments' "$OUT/bench-fused1.txt" | head -14
@@ -40,9 +40,9 @@ note "graphs/syncs/ckpt rc $?: $(grep -c '^PASS' "$OUT/graphs.log") pass, $(grep
 grep -E '^FAIL' "$OUT/graphs.log" | head
 
 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 native/build/native_check small native/build \
-  >/tmp/eval-memcheck.log 2>&1
-note "compute-sanitizer memcheck (small config, fused evaluation): rc $?; $(grep -m1 'ERROR SUMMARY' /tmp/eval-memcheck.log)"
-grep -E '^(PASS|FAIL)|Invalid|Error' /tmp/eval-memcheck.log | head -8
+  >"$OUT/eval-memcheck.log" 2>&1
+note "compute-sanitizer memcheck (small config, fused evaluation): rc $?; $(grep -m1 'ERROR SUMMARY' "$OUT/eval-memcheck.log")"
+grep -E '^(PASS|FAIL)|Invalid|Error' "$OUT/eval-memcheck.log" | head -8
 
 echo
 echo "================ summary"
