@@ -54,7 +54,7 @@ async function handle(msg: ParentMessage): Promise<void> {
       const info = trainer.info();
       send({
         type: 'ready',
-        info: { backend: info.backend, deviceName: info.deviceName, libSha256: info.libSha256, batchSize: info.batchSize, configHash: String(info.configHash) },
+        info: { backend: info.backend, deviceName: info.deviceName, libSha256: info.libSha256, engine: info.engine, batchSize: info.batchSize, configHash: String(info.configHash) },
       });
       return;
     }

@@ -127,7 +127,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
   const trainer = new TrainerProcess({ gpuIndex: ctx.gpuIndex, backend: ctx.backend });
   try {
     const info = await trainer.init(childCfg, checkpoint);
-    await runs.update(data.runId, { lib_sha256: info.libSha256, backend: info.backend });
+    await runs.update(data.runId, { lib_sha256: info.libSha256, backend: info.backend, engine: info.engine });
     log.info({ from: run.committedEpoch, to: data.epochs, backend: info.backend, device: info.deviceName, childPid: trainer.pid }, 'training');
     const sweepId = run.sweepId ?? data.sweepId ?? null;
     // Pipelined: the child trains epoch e+1 while epoch e is being committed (checkpoints of the

@@ -15,6 +15,8 @@ export interface ChildTrainerInfo {
   backend: string;
   deviceName: string;
   libSha256: string;
+  /** What the native trainer runs (fh_info.engine), e.g. "cuda bf16, graphs, kernel backward". */
+  engine: string;
   batchSize: number;
   configHash: string;
 }

@@ -24,7 +24,7 @@ export function register(program: Command): void {
         const w = (s: string): boolean => process.stdout.write(`${s}\n`);
         w(`run ${run.runId}: ${run.status}, epoch ${run.committedEpoch}/${run.targetEpochs}` +
           `${run.sweepId !== null ? `, sweep ${run.sweepId}` : ''}`);
-        w(`  config ${run.configHash.slice(0, 16)}  seed ${run.seed}  backend ${run.backend ?? '-'}  lib ${run.libSha256?.slice(0, 16) ?? '-'}`);
+        w(`  config ${run.configHash.slice(0, 16)}  seed ${run.seed}  backend ${run.backend ?? '-'}  engine ${run.engine ?? '-'}  lib ${run.libSha256?.slice(0, 16) ?? '-'}`);
         w(`  best val Sharpe ${run.bestSharpe === null ? '-' : `${run.bestSharpe.toFixed(3)} at epoch ${run.bestEpoch}`}` +
           `  checkpoints: ${checkpoints.map((c) => c.epoch).join(', ') || 'none'}`);
         if (run.error !== null) w(`  last error: ${run.error}`);

@@ -6,7 +6,7 @@
  *
  *   <p>:runs                          ZSET   run id, scored by creation time (ms)
  *   <p>:run:<id>                      HASH   the run record (RunRecord in runs.ts):
- *        config (validated JSON), config_hash, seed, lib_sha256, backend, status
+ *        config (validated JSON), config_hash, seed, lib_sha256, backend, engine, status
  *        (queued|running|completed|failed|cancelled|pruned), committed_epoch, target_epochs,
  *        best_epoch, best_sharpe, sweep_id, job_id, error, worker, created_ms, updated_ms
  *   <p>:run:<id>:epochs               STREAM one entry per committed epoch, ID `<epoch>-1`, so a

@@ -18,6 +18,8 @@ export interface RunRecord {
   seed: number;
   libSha256: string | null;
   backend: string | null;
+  /** What the native trainer ran (fh_info.engine) on the last worker that trained the run. */
+  engine: string | null;
   status: RunStatus;
   committedEpoch: number;
   targetEpochs: number;
@@ -64,6 +66,7 @@ export function parseRunRecord(runId: string, h: Record<string, string>): RunRec
     seed: Number(h['seed'] ?? 0),
     libSha256: strOrNull(h['lib_sha256']),
     backend: strOrNull(h['backend']),
+    engine: strOrNull(h['engine']),
     status,
     committedEpoch: Number(h['committed_epoch'] ?? 0),
     targetEpochs: Number(h['target_epochs'] ?? 0),

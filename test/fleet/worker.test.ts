@@ -45,6 +45,7 @@ describe('foxhunt-worker', () => {
     expect(run.committedEpoch).toBe(EPOCHS);
     expect(run.backend).toBe('cpu');
     expect(run.libSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(run.engine).toMatch(/^cpu fp32, \d+ threads?$/);
     const entries = await new RunStore(env.redis, env.keys).epochs('run-a');
     expect(entries.map((e) => e.epoch)).toEqual([1, 2, 3, 4]);
     expect(entries.map((e) => deterministic(e.scalars))).toEqual(reference);
