@@ -12,6 +12,7 @@ import { applyNormaliser, computeRawV1, featureNamesV1, fitNormaliser, N_FEATURE
 import { cString, FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, FhEpochStats, FhInfo, FhMarket, NativeLib, TrainerHandle } from '../../src/native/binding.js';
 import { toNativeConfig, toNativeMarket } from '../../src/native/trainer.js';
+import { mulberry32 } from '../../src/sweep/sampler.js';
 
 export const TINY = 'config/runs/tiny.toml';
 
@@ -87,16 +88,9 @@ export function saveCheckpoint(l: NativeLib, h: TrainerHandle): Buffer {
   return buf.subarray(0, Number(written[0]));
 }
 
-/** Deterministic uniform floats in [0, 1) (mulberry32). */
+/** Deterministic uniform floats in [0, 1) (mulberry32, the sweep sampler's PRNG). */
 export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(seed);
 }
 
 type Typed = Float32Array | Float64Array | Int32Array | Uint8Array | BigInt64Array;
