@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <string>
@@ -558,6 +559,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
       std::this_thread::sleep_for(std::chrono::microseconds(20));
       done = *reinterpret_cast<volatile int64_t*>(t->h_done);
     }
+    std::atomic_thread_fence(std::memory_order_acquire);  /* values before the counter (the device fenced) */
     for (; checked < done && bad_step < 0; ++checked) {
       const int64_t slot = checked % S;
       if (!isfinite(t->h_loss[slot]) || !isfinite(t->h_gnorm[slot])) bad_step = (int32_t)(checked - t->train_step);
