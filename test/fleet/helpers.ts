@@ -19,6 +19,7 @@ import { Keys } from '../../src/redis/keys.js';
 import type { Scalars } from '../../src/trainer/scalars.js';
 import { trainLocal } from '../../src/trainer/local.js';
 import { pino } from 'pino';
+import { afterAll, beforeAll } from 'vitest';
 import { deleteKeys } from '../../src/redis/scan.js';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -164,6 +165,22 @@ export async function referenceScalars(cfg: RunConfig, epochs: number, cacheDir:
     onEpoch: (_s, scalars) => out.push(deterministic(scalars)),
   });
   return out;
+}
+
+/**
+ * The tiny config's uninterrupted local run of `epochs` epochs, computed once per test file (in
+ * beforeAll, with its own fleet environment, cleaned up in afterAll): the returned array is filled
+ * before the first test runs.
+ */
+export function referenceRun(epochs: number): Scalars[] {
+  const reference: Scalars[] = [];
+  let refEnv: FleetEnv | null = null;
+  beforeAll(async () => {
+    refEnv = fleetEnv();
+    reference.push(...await referenceScalars(tinyConfig(), epochs, refEnv.cacheDir, refEnv.dataRoot));
+  });
+  afterAll(async () => refEnv?.cleanup());
+  return reference;
 }
 
 /** A free TCP port on 127.0.0.1. */

@@ -7,23 +7,16 @@
  *     commit is refused by the fence.
  */
 import { Job } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueEpochs } from '../../src/queue/queues.js';
 import { RunStore } from '../../src/redis/runs.js';
-import type { Scalars } from '../../src/trainer/scalars.js';
-import { deterministic, fleetEnv, referenceScalars, startWorker, tinyConfig, waitUntil } from './helpers.js';
+import { deterministic, fleetEnv, referenceRun, startWorker, tinyConfig, waitUntil } from './helpers.js';
 import type { FleetEnv } from './helpers.js';
 
 const EPOCHS = 6;
-let reference: Scalars[] = [];
-let refEnv: FleetEnv;
+const reference = referenceRun(EPOCHS);
 let env: FleetEnv;
 
-beforeAll(async () => {
-  refEnv = fleetEnv();
-  reference = await referenceScalars(tinyConfig(), EPOCHS, refEnv.cacheDir, refEnv.dataRoot);
-});
-afterAll(async () => refEnv.cleanup());
 afterEach(async () => env.cleanup());
 
 async function committed(e: FleetEnv, runId: string, atLeast: number): Promise<number> {

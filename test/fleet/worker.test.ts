@@ -7,24 +7,17 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Job } from 'bullmq';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { enqueueEpochs, enqueuePrecompute } from '../../src/queue/queues.js';
 import { RunStore } from '../../src/redis/runs.js';
 import { listWorkers } from '../../src/redis/workers.js';
-import type { Scalars } from '../../src/trainer/scalars.js';
-import { deterministic, fleetEnv, referenceScalars, startWorker, tinyConfig, waitUntil } from './helpers.js';
+import { deterministic, fleetEnv, referenceRun, startWorker, tinyConfig, waitUntil } from './helpers.js';
 import type { FleetEnv } from './helpers.js';
 
 const EPOCHS = 4;
-let reference: Scalars[] = [];
-let refEnv: FleetEnv;
+const reference = referenceRun(EPOCHS);
 let env: FleetEnv;
 
-beforeAll(async () => {
-  refEnv = fleetEnv();
-  reference = await referenceScalars(tinyConfig(), EPOCHS, refEnv.cacheDir, refEnv.dataRoot);
-});
-afterAll(async () => refEnv.cleanup());
 afterEach(async () => env.cleanup());
 
 async function finished(e: FleetEnv, runId: string, timeoutMs = 90_000) {
