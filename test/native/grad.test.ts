@@ -8,7 +8,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { FhStatus } from '../../src/native/binding.js';
-import { create, info, lib, market, nativeConfig, nativeMarket, rng, tinyConfig } from './helpers.js';
+import { rng, tinyConfig, withCpuTrainer } from './helpers.js';
 import { layout } from './layout.js';
 
 const CASES = [
@@ -19,12 +19,7 @@ const CASES = [
 describe('native loss gradient vs finite differences', () => {
   test.each(CASES)('$name', ({ atoms, sets }) => {
     const cfg = tinyConfig(['env.window=2', 'agent.hidden1=8', 'agent.hidden2=8', 'agent.head_hidden=4', ...sets]);
-    const l = lib();
-    const h = create(l, nativeConfig(cfg), nativeMarket(market(cfg)));
-    try {
-      const inf = info(l, h);
-      const D = inf.obs_dim;
-      const P = Number(inf.n_params);
+    withCpuTrainer(cfg, ({ l, h, D, P }) => {
       const branches = cfg.env.branch_sizes;
       const L = layout(D, 8, 8, 4, atoms, branches);
       const r = rng(31);
@@ -97,9 +92,7 @@ describe('native loss gradient vs finite differences', () => {
           for (let c = 0; c < 4; c++) expect(grad[(L.WO[k] as number) + row * 4 + c]).toBe(0);
         }
       }
-    } finally {
-      l.fh_trainer_destroy(h);
-    }
+    });
   });
 });
 

@@ -57,6 +57,18 @@ export function create(l: NativeLib, cfg: FhConfig, m: FhMarket): TrainerHandle 
   return r.handle;
 }
 
+/** A CPU trainer of cfg (the tiny market) for fn, with its obs_dim D and parameter count P; destroyed after. */
+export function withCpuTrainer<T>(cfg: RunConfig, fn: (t: { l: NativeLib; h: TrainerHandle; D: number; P: number }) => T): T {
+  const l = lib();
+  const h = create(l, nativeConfig(cfg), nativeMarket(market(cfg)));
+  try {
+    const inf = info(l, h);
+    return fn({ l, h, D: inf.obs_dim, P: Number(inf.n_params) });
+  } finally {
+    l.fh_trainer_destroy(h);
+  }
+}
+
 export function info(l: NativeLib, h: TrainerHandle): FhInfo {
   const out: Partial<FhInfo> = {};
   const s = l.fh_trainer_info(h, out);

@@ -6,7 +6,7 @@
 import { describe, expect, test } from 'vitest';
 import { FhStatus } from '../../src/native/binding.js';
 import type { NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, info, lib, market, nativeConfig, nativeMarket, rng, tinyConfig } from './helpers.js';
+import { lib, rng, tinyConfig, withCpuTrainer } from './helpers.js';
 import { layout } from './layout.js';
 
 /** C51 projection of one distribution (float64 reference). */
@@ -106,12 +106,7 @@ function qValues(l: NativeLib, h: TrainerHandle, params: Float32Array, obs: Floa
 describe('native double-DQN n-step target', () => {
   test('plain Q: Huber loss and |TD| signal match a reference built from online and target Q values', () => {
     const cfg = tinyConfig(['env.window=2', 'agent.hidden1=16', 'agent.hidden2=16', 'agent.head_hidden=8', 'agent.atoms=1']);
-    const l = lib();
-    const h = create(l, nativeConfig(cfg), nativeMarket(market(cfg)));
-    try {
-      const inf = info(l, h);
-      const D = inf.obs_dim;
-      const P = Number(inf.n_params);
+    withCpuTrainer(cfg, ({ l, h, D, P }) => {
       const branches = cfg.env.branch_sizes;
       const nAct = branches[0] + branches[1] + branches[2];
       const online = new Float32Array(P);
@@ -157,9 +152,7 @@ describe('native double-DQN n-step target', () => {
       total /= B;
       expect(Math.abs(loss[0] - total)).toBeLessThan(1e-5 * (1 + total));
       expect(sawHuberTail).toBe(true);
-    } finally {
-      l.fh_trainer_destroy(h);
-    }
+    });
   });
 
   test('C51: projected mean target distribution and cross-entropy match the reference (head biases only)', () => {
@@ -168,12 +161,7 @@ describe('native double-DQN n-step target', () => {
     const vmax = 3;
     const cfg = tinyConfig(['env.window=2', 'agent.hidden1=8', 'agent.hidden2=8', 'agent.head_hidden=4',
       `agent.atoms=${atoms}`, `agent.v_min=${vmin}`, `agent.v_max=${vmax}`]);
-    const l = lib();
-    const h = create(l, nativeConfig(cfg), nativeMarket(market(cfg)));
-    try {
-      const inf = info(l, h);
-      const D = inf.obs_dim;
-      const P = Number(inf.n_params);
+    withCpuTrainer(cfg, ({ l, h, D, P }) => {
       const branches = cfg.env.branch_sizes;
       const L = layout(D, 8, 8, 4, atoms, branches);
       expect(L.total).toBe(P); // the layout contract of DESIGN §5
@@ -225,8 +213,6 @@ describe('native double-DQN n-step target', () => {
       }
       total /= B;
       expect(Math.abs(loss[0] - total)).toBeLessThan(1e-5 * (1 + total));
-    } finally {
-      l.fh_trainer_destroy(h);
-    }
+    });
   });
 });
