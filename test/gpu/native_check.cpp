@@ -430,6 +430,51 @@ static void bench(Lib& gpu, int epochs) {
   gpu.destroy(t);
 }
 
+/* ---------------------------------------------------------------- knockout: what each part of a step costs
+ * The reference config, one trainer per FH_PROFILE_KNOCKOUT mask (measurement only: the masked parts
+ * of the train step are left out of the captured graph), median train ms of `epochs` epochs after one
+ * warm-up epoch. The difference to mask 0 is what that part costs in place, overlap included. */
+static void knockout(Lib& gpu, int epochs, int batch) {
+  const unsigned masks[] = {0, 1, 2, 4 | 2, 8, 16, 32, 64, 16 | 32, 1 | 16 | 32 | 64, 0x7f};
+  const char* names[] = {"none (full step)", "replay (PER sample, gather, priority)", "target(s') forward",
+                         "both forwards", "head output GEMMs", "loss kernel", "backward", "optimiser",
+                         "loss + backward", "all but the forwards", "everything (graph + record only)"};
+  Market M;
+  const int64_t days = 504, bpd = 1380;
+  fh_config c;
+  gpu.default_config(&c);
+  make_market(M, days * bpd, 16, c.window, 11, bpd);
+  printf("\n| knocked out | mask | train ms | ms per step | delta vs full (ms/step) |\n| --- | --- | ---: | ---: | ---: |\n");
+  double full = 0.0;
+  for (size_t i = 0; i < sizeof masks / sizeof masks[0]; ++i) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "0x%x", masks[i]);
+    setenv("FH_PROFILE_KNOCKOUT", buf, 1);
+    gpu.default_config(&c);
+    c.backend = 1;
+    if (batch > 0) c.batch_size = batch;
+    fh_trainer* t = make(gpu, c, M, "knockout");
+    if (!t) break;
+    std::vector<double> v;
+    for (int e = 0; e < epochs + 1; ++e) {
+      fh_epoch_stats s{};
+      if (gpu.run_epoch(t, &s) != FH_OK) {
+        printf("FAIL  knockout %s epoch %d: %s\n", buf, e + 1, gpu.last_error(t));
+        ++g_fail;
+        break;
+      }
+      if (e > 0) v.push_back(s.train_ms);
+    }
+    gpu.destroy(t);
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double ms = v[v.size() / 2], per = ms / c.train_steps * 1e3;
+    if (i == 0) full = per;
+    printf("| %s | %s | %.2f | %.1f us | %.1f us |\n", names[i], buf, ms, per, full - per);
+  }
+  unsetenv("FH_PROFILE_KNOCKOUT");
+}
+
 /* ---------------------------------------------------------------- fused evaluation vs the cuBLASLt loop */
 
 static const char* const kMetricNames[] = {"sharpe", "sortino", "max_drawdown", "max_drawdown_pct", "profit_factor",
@@ -666,7 +711,7 @@ static void profile_run(Lib& gpu) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s compare|graphs|small|bench|profile|evalfused <build dir> [epochs]\n", argv[0]);
+    fprintf(stderr, "usage: %s compare|graphs|small|bench|profile|evalfused|knockout <build dir> [epochs] [batch]\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);  /* line-buffered: a sanitizer-killed run still shows how far it got */
@@ -693,6 +738,7 @@ int main(int argc, char** argv) {
   if (mode == "profile") profile_run(gpu);
   if (mode == "evalfused") eval_fused_check(gpu, M, seed);
   if (mode == "bench" || mode == "all") bench(gpu, argc > 3 ? atoi(argv[3]) : 7);
+  if (mode == "knockout") knockout(gpu, argc > 3 ? atoi(argv[3]) : 3, argc > 4 ? atoi(argv[4]) : 0);
   printf("\n%d failure(s)\n", g_fail);
   return g_fail;
 }

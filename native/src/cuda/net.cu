@@ -126,6 +126,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * and the reference train step was 9% slower with them (bench/RESULTS.md). */
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
+    const char* ko = getenv("FH_PROFILE_KNOCKOUT");
+    net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     for (int p = 0; p < FH_NET_PASSES; ++p) {
       fh_net_pass& P = net->pass[p];
       P.cap = p == 0 ? 2 * cap : cap;
@@ -238,6 +240,8 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (B > P.cap || !x) return FH_ERR_INVALID_ARGUMENT;
   const fh_relu_mask none{nullptr, 0};
   const bool m = masks && net->fused;
+  const bool train_pass = p != 1;
+  if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                      fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
@@ -247,7 +251,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   /* heads: value on the main stream, branches forked */
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
-  for (int k = 0; k < L.n_heads; ++k) {
+  for (int k = 0; k < L.n_heads && !(train_pass && (net->knockout & FH_KO_HEADS)); ++k) {
     FH_TRY(fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
                        HH, fh_byte_ptr(S, L.WO[k], op), M + L.bO[k], FH_EPI_BIAS, P.logits[k], FH_F32, L.out_pad[k]));
   }
@@ -352,12 +356,13 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
   FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
   FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
+  const unsigned ko = net->knockout;
   if (net->op == FH_BF16) {
-    FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
-    FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
+    if (!(ko & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
+    if (!(ko & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
   } else {
-    FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
-    FH_TRY(fh_net_backward_t<float>(net, B));
+    if (!(ko & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
+    if (!(ko & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<float>(net, B));
   }
   FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
   return FH_OK;
@@ -366,6 +371,7 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
   cudaStream_t s = net->pass[0].s;
   const int64_t n = net->L.total;
+  if (net->knockout & FH_KO_OPTIM) return FH_OK;
   FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
   if (net->op == FH_BF16) {
     FH_TRY(fh_launch_adam<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad, net->adam_m,

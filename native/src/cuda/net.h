@@ -28,6 +28,17 @@
 #include "gemm_cublaslt.h"
 
 #define FH_NET_PASSES 3
+
+/* FH_PROFILE_KNOCKOUT bits (read at create; measurement only: the train step leaves these parts out,
+ * so the trained net is garbage; fh_info.engine names the mask). Used by `native_check knockout` to
+ * see what each part of a graph-replayed step costs in place. */
+#define FH_KO_REPLAY 1u     /* PER sample, gather, priority update */
+#define FH_KO_TARGET 2u     /* target(s') forward */
+#define FH_KO_ONLINE 4u     /* online([s; s']) forward */
+#define FH_KO_HEADS 8u      /* the head output GEMMs of both training passes */
+#define FH_KO_LOSS 16u      /* the loss kernel */
+#define FH_KO_BACKWARD 32u  /* the backward */
+#define FH_KO_OPTIM 64u     /* grad norm, Adam, target update */
 #define FH_NET_HEADS FH_LAYOUT_MAX_HEADS
 
 struct fh_net_pass {
@@ -62,6 +73,7 @@ struct fh_net {
   /* passes and backward buffers */
   fh_net_pass pass[FH_NET_PASSES];
   int fused;                    /* 1: ReLU masks + fused DRELU / bias-gradient epilogues in the backward */
+  unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */

@@ -173,10 +173,13 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
   const int32_t B = t->batch;
   fh_net* net = &t->net;
   const fh_config& c = t->cfg;
-  FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
-                              c.per_beta_steps, s));
-  FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x, fh_net_next_obs(net, B),
-                                 t->obs_dim, s));
+  const bool replay = !(net->knockout & FH_KO_REPLAY);
+  if (replay) {
+    FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
+                                c.per_beta_steps, s));
+    FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x,
+                                   fh_net_next_obs(net, B), t->obs_dim, s));
+  }
   FH_TRY(fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight));
   if (with_qstats) {
     FH_TRY(fh_launch_expected_q(fh_net_view(net, 0), B, net->pass[0].q, net->nq, s));
@@ -184,7 +187,7 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
                             t->qstats, s));
   }
   FH_TRY(fh_net_optimise(net, c));
-  FH_TRY(fh_launch_priority_update(t->replay, t->bb.slot, net->signal, B, s));
+  if (replay) FH_TRY(fh_launch_priority_update(t->replay, t->bb.slot, net->signal, B, s));
   FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, t->d_done,
                                s));
   return FH_OK;
@@ -499,8 +502,10 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   out->flops_per_epoch = t->flops_per_epoch;
   out->reward_scale = t->reward_scale;
   out->config_hash = t->config_hash;
-  snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward", t->net.op == FH_BF16 ? "bf16" : "fp32",
-           t->cfg.use_graphs ? "graphs" : "eager", t->net.fused ? "fused-epilogue" : "kernel");
+  int w = snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward", t->net.op == FH_BF16 ? "bf16" : "fp32",
+                   t->cfg.use_graphs ? "graphs" : "eager", t->net.fused ? "fused-epilogue" : "kernel");
+  if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
+    snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
   return FH_OK;
 }
 
