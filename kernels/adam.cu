@@ -37,6 +37,12 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
 
 static __global__ void fh_step_bump_kernel(int64_t* step) { *step += 1; }
 
+fh_status fh_launch_step_bump(int64_t* step, cudaStream_t s) {
+  fh_step_bump_kernel<<<1, 1, 0, s>>>(step);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
 template <typename T>
 fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, const float* grad_scale,
                          int64_t* step, float lr, float beta1, float beta2, float eps, cudaStream_t s) {

@@ -37,12 +37,13 @@ static bool fh_loss_general_forced() {
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
  * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */
-__host__ __device__ static inline int fh_loss_warp_floats(const fh_heads_view& h) {
+template <typename L>
+__host__ __device__ static inline int fh_loss_warp_floats(const fh_heads_view_t<L>& h) {
   return 3 * fh_row_floats(h) + 2 * FH_MAX_ATOMS_GPU;
 }
 
-template <typename T>
-static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_sn, fh_heads_view tg_sn,
+template <typename T, typename L>
+static __global__ void fh_bdq_loss_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                                           const int32_t* __restrict__ act, const float* __restrict__ ret,
                                           const float* __restrict__ disc, const float* __restrict__ weight, int B,
                                           float huber_delta, float* __restrict__ wloss, float* __restrict__ signal,
@@ -189,9 +190,9 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view on_s, fh_heads_view on_s
  * with the same bits, so argmax decisions agree across lanes. */
 static constexpr int kFastWarps = 4;
 
-template <typename T, int MAXN>
+template <typename T, typename L, int MAXN>
 static __global__ void __launch_bounds__(kFastWarps * 32)
-    fh_c51_loss_fast_kernel(fh_heads_view on_s, fh_heads_view on_sn, fh_heads_view tg_sn,
+    fh_c51_loss_fast_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                             const int32_t* __restrict__ act, const float* __restrict__ ret,
                             const float* __restrict__ disc, const float* __restrict__ weight, int B,
                             float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
@@ -210,28 +211,29 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   float qsn[NB * MAXN];
   fh_dev_q_all<MAXN>(on_sn, i, lane, qsn);
   float tv[2], ov[2];
-  float ta[NB][MAXN][2], oa[NB][MAXN][2];
+  float ta[NB][MAXN][2], oa[NB][MAXN][2], osel[NB][2] = {};  /* osel: online(s) logits at the taken a_d */
   int ad[NB];
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int j = lane + 32 * k;
-    tv[k] = ok[k] ? __ldg(tg_sn.v + (int64_t)i * tg_sn.ldv + j) : 0.0f;
-    ov[k] = ok[k] ? __ldg(on_s.v + (int64_t)i * on_s.ldv + j) : 0.0f;
+    tv[k] = ok[k] ? fh_ldg_f32(tg_sn.v + (int64_t)i * tg_sn.ldv + j) : 0.0f;
+    ov[k] = ok[k] ? fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + j) : 0.0f;
   }
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int n = d < nb ? on_s.n[d] : 0;
     int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n ? n - 1 : a0);
-    const float* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : nullptr;
-    const float* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
+    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : nullptr;
+    const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const bool in = a < n && ok[k];
-        ta[d][a][k] = in ? __ldg(pt + a * atoms + lane + 32 * k) : 0.0f;
-        oa[d][a][k] = in ? __ldg(po + a * atoms + lane + 32 * k) : 0.0f;
+        ta[d][a][k] = in ? fh_ldg_f32(pt + a * atoms + lane + 32 * k) : 0.0f;
+        oa[d][a][k] = in ? fh_ldg_f32(po + a * atoms + lane + 32 * k) : 0.0f;
+        if (a == ad[d]) osel[d][k] = oa[d][a][k];
       }
   }
 
@@ -259,25 +261,23 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int n = d < nb ? on_s.n[d] : 0;
-    int astar = 0;
-    float bq = -INFINITY;
+    /* a*_d and its target logits picked up as the argmax runs (unrolled selects stay in registers;
+     * an index into ta would put the array in local memory) */
+    float bq = -INFINITY, sel[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
       if (a < n) {
         const float q = qsn[d * MAXN + a];
         if (q > bq) {  /* first max on ties, as fh_argmax */
           bq = q;
-          astar = a;
+          sel[0] = ta[d][a][0];
+          sel[1] = ta[d][a][1];
         }
       }
     float m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-      float sel = 0.0f;
-#pragma unroll
-      for (int a = 0; a < MAXN; ++a)
-        if (a == astar) sel = ta[d][a][k];
-      xt[d][k] = ok[k] && d < nb ? tv[k] + sel - mt[d][k] : -INFINITY;
+      xt[d][k] = ok[k] && d < nb ? tv[k] + sel[k] - mt[d][k] : -INFINITY;
       m = fmaxf(m, xt[d][k]);
     }
     tm[d] = m;
@@ -324,22 +324,47 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   }
   nan = __any_sync(0xffffffffu, nan);
   __syncwarp();
+  /* Atom kk receives mass from exactly the j with kk - 1 < b_j < kk + 1. With disc >= 0, b_j is
+   * non-decreasing in j (every step of its computation is monotone), so those j form one run, found
+   * by binary search; the loop over it adds the same terms in the same (increasing j) order as a
+   * loop over every j, so the bits are those of fh_c51_project_one. disc < 0 (never in training) or
+   * NaN scans every j. */
   float st[2] = {0.0f, 0.0f};
-  for (int j = 0; j < atoms; ++j) {
-    const float b = s_b[w][j], m = s_m[w][j];
-    const int l = (int)b;
-    const int u = (float)l == b ? l : l + 1;
+  const bool runs = g >= 0.0f;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int kk = lane + 32 * k;
+  for (int k = 0; k < 2; ++k) {
+    const int kk = lane + 32 * k;
+    int j0 = 0, j1 = atoms;
+    if (runs && ok[k]) {
+      int lo = 0, hi = atoms;
+      while (lo < hi) {  /* first j with b_j > kk - 1 */
+        const int mid = (lo + hi) >> 1;
+        if (s_b[w][mid] > (float)(kk - 1)) hi = mid; else lo = mid + 1;
+      }
+      j0 = lo;
+      hi = atoms;
+      while (lo < hi) {  /* first j with b_j >= kk + 1 */
+        const int mid = (lo + hi) >> 1;
+        if (s_b[w][mid] >= (float)(kk + 1)) hi = mid; else lo = mid + 1;
+      }
+      j1 = lo;
+    } else if (!ok[k]) {
+      j1 = 0;
+    }
+    float acc = 0.0f;
+    for (int j = j0; j < j1; ++j) {
+      const float b = s_b[w][j], m = s_m[w][j];
+      const int l = (int)b;
+      const int u = (float)l == b ? l : l + 1;
       if (u == l) {
-        if (kk == l) st[k] += m;
+        if (kk == l) acc += m;
       } else if (kk == l) {
-        st[k] += m * ((float)u - b);
+        acc += m * ((float)u - b);
       } else if (kk == u) {
-        st[k] += m * (b - (float)l);
+        acc += m * (b - (float)l);
       }
     }
+    st[k] = acc;
   }
   if (nan) st[0] = st[1] = r + g * vmin + NAN;
 
@@ -351,11 +376,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     float m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < 2; ++k) {
-      float sel = 0.0f;
-#pragma unroll
-      for (int a = 0; a < MAXN; ++a)
-        if (a == ad[d]) sel = oa[d][a][k];
-      xo[d][k] = ok[k] && d < nb ? ov[k] + sel - mo[d][k] : -INFINITY;
+      xo[d][k] = ok[k] && d < nb ? ov[k] + osel[d][k] - mo[d][k] : -INFINITY;
       m = fmaxf(m, xo[d][k]);
     }
     om[d] = m;
@@ -425,8 +446,8 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   }
 }
 
-template <typename T>
-fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_sn, const fh_heads_view& tg_sn,
+template <typename T, typename L>
+fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
                              float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
@@ -436,10 +457,10 @@ fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_
       !fh_loss_general_forced()) {
     const unsigned blocks = (unsigned)CEIL_DIV(B, kFastWarps);
     if (maxn <= 4)
-      fh_c51_loss_fast_kernel<T, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+      fh_c51_loss_fast_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
                                                                        wloss, signal, grad);
     else
-      fh_c51_loss_fast_kernel<T, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+      fh_c51_loss_fast_kernel<T, L, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
                                                                        wloss, signal, grad);
     FH_LAUNCH_CHECK();
     return FH_OK;
@@ -451,15 +472,16 @@ fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_bdq_loss", "head outputs too wide for shared memory");
     return FH_ERR_INVALID_CONFIG;
   }
-  fh_bdq_loss_kernel<T><<<CEIL_DIV(B, warps), warps * 32, per_warp * warps, s>>>(
+  fh_bdq_loss_kernel<T, L><<<CEIL_DIV(B, warps), warps * 32, per_warp * warps, s>>>(
       on_s, on_sn, tg_sn, act, ret, disc, weight, B, huber_delta, wloss, signal, grad);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
-template fh_status fh_launch_bdq_loss<float>(const fh_heads_view&, const fh_heads_view&, const fh_heads_view&,
-                                             const int32_t*, const float*, const float*, const float*, int, float,
-                                             float*, float*, fh_heads_grad<float>, cudaStream_t);
-template fh_status fh_launch_bdq_loss<fh_bf16>(const fh_heads_view&, const fh_heads_view&, const fh_heads_view&,
-                                               const int32_t*, const float*, const float*, const float*, int, float,
-                                               float*, float*, fh_heads_grad<fh_bf16>, cudaStream_t);
+#define FH_LOSS_INST(T, L)                                                                                      \
+  template fh_status fh_launch_bdq_loss<T, L>(const fh_heads_view_t<L>&, const fh_heads_view_t<L>&,                 \
+                                              const fh_heads_view_t<L>&, const int32_t*, const float*, const float*, \
+                                              const float*, int, float, float*, float*, fh_heads_grad<T>, cudaStream_t);
+FH_LOSS_INST(float, float)
+FH_LOSS_INST(fh_bf16, float)
+FH_LOSS_INST(fh_bf16, fh_bf16)

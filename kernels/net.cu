@@ -176,7 +176,8 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
  * row per warp), so the per-action means and softmaxes read shared memory, not global. */
 static constexpr int kQWarps = 4;
 
-static __global__ void fh_expected_q_kernel(fh_heads_view h, int B, float* __restrict__ q, int ldq) {
+template <typename L>
+static __global__ void fh_expected_q_kernel(fh_heads_view_t<L> h, int B, float* __restrict__ q, int ldq) {
   extern __shared__ float s_rows[];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kQWarps + w;
@@ -197,8 +198,8 @@ static __global__ void fh_expected_q_kernel(fh_heads_view h, int B, float* __res
 }
 
 /* Branches of <= MAXN actions: one warp per sample, everything in registers (fh_dev_q_all). */
-template <int MAXN>
-static __global__ void fh_expected_q_fast_kernel(fh_heads_view h, int B, float* __restrict__ q, int ldq) {
+template <int MAXN, typename L>
+static __global__ void fh_expected_q_fast_kernel(fh_heads_view_t<L> h, int B, float* __restrict__ q, int ldq) {
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kQWarps + w;
   if (i >= B) return;
@@ -217,24 +218,27 @@ static __global__ void fh_expected_q_fast_kernel(fh_heads_view h, int B, float* 
     }
 }
 
-fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s) {
+template <typename L>
+fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int ldq, cudaStream_t s) {
   if (B <= 0) return FH_OK;
   int maxn = 0;
   for (int d = 0; d < h.nb; ++d) maxn = h.n[d] > maxn ? h.n[d] : maxn;
   if (h.atoms <= FH_MAX_ATOMS_GPU && h.nb <= FH_MAX_BRANCHES && maxn <= 8) {
     if (maxn <= 4)
-      fh_expected_q_fast_kernel<4><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
+      fh_expected_q_fast_kernel<4, L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
     else
-      fh_expected_q_fast_kernel<8><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
+      fh_expected_q_fast_kernel<8, L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
     FH_LAUNCH_CHECK();
     return FH_OK;
   }
   const size_t shm = (size_t)kQWarps * fh_row_floats(h) * sizeof(float);
-  fh_expected_q_kernel<<<CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s>>>(h, B, q, ldq);
+  fh_expected_q_kernel<L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s>>>(h, B, q, ldq);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
+template fh_status fh_launch_expected_q<float>(const fh_heads_view&, int, float*, int, cudaStream_t);
+template fh_status fh_launch_expected_q<fh_bf16>(const fh_heads_view_bf16&, int, float*, int, cudaStream_t);
 template fh_status fh_launch_cast<float>(const float*, float*, int64_t, cudaStream_t);
 template fh_status fh_launch_cast<fh_bf16>(const float*, fh_bf16*, int64_t, cudaStream_t);
 template fh_status fh_launch_cast_2d<float>(const float*, int, float*, int, int, int, cudaStream_t);

@@ -11,10 +11,15 @@
 #include "net_kernels.cuh"
 #include "c51.cuh"
 
+/* One head-output element as float, through the read-only cache. */
+__device__ __forceinline__ float fh_ldg_f32(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float fh_ldg_f32(const fh_bf16* p) { return __bfloat162float(__ldg(p)); }
+
 #define FH_ATOMS_PER_LANE 2
 #define FH_MAX_ATOMS_GPU (32 * FH_ATOMS_PER_LANE)
 
-__device__ __forceinline__ float fh_dev_support(const fh_heads_view& h, int j) {
+template <typename L>
+__device__ __forceinline__ float fh_dev_support(const fh_heads_view_t<L>& h, int j) {
   return h.atoms <= 1 ? 0.0f : fh_c51_support(h.atoms, h.v_min, h.v_max, j);
 }
 
@@ -81,7 +86,8 @@ __device__ __forceinline__ float fh_dev_expected_q_r(const float* vrow, const fl
 }
 
 /* Floats of one sample's head outputs staged in shared memory: [value (ldv) | branch 0 (lda0) | ...]. */
-__host__ __device__ __forceinline__ int fh_row_floats(const fh_heads_view& h) {
+template <typename L>
+__host__ __device__ __forceinline__ int fh_row_floats(const fh_heads_view_t<L>& h) {
   int n = h.ldv;
   for (int d = 0; d < h.nb; ++d) n += h.lda[d];
   return n;
@@ -89,22 +95,24 @@ __host__ __device__ __forceinline__ int fh_row_floats(const fh_heads_view& h) {
 
 /* Warp-cooperative copy of sample i's head outputs into dst (fh_row_floats floats); all loads issued
  * before use. Ends with __syncwarp(). */
-__device__ __forceinline__ void fh_dev_stage_row(const fh_heads_view& h, int i, int lane, float* dst) {
-  const float* v = h.v + (int64_t)i * h.ldv;
+template <typename L>
+__device__ __forceinline__ void fh_dev_stage_row(const fh_heads_view_t<L>& h, int i, int lane, float* dst) {
+  const L* v = h.v + (int64_t)i * h.ldv;
 #pragma unroll 4
-  for (int c = lane; c < h.ldv; c += 32) dst[c] = __ldg(v + c);
+  for (int c = lane; c < h.ldv; c += 32) dst[c] = fh_ldg_f32(v + c);
   int off = h.ldv;
   for (int d = 0; d < h.nb; ++d) {
-    const float* a = h.a[d] + (int64_t)i * h.lda[d];
+    const L* a = h.a[d] + (int64_t)i * h.lda[d];
 #pragma unroll 4
-    for (int c = lane; c < h.lda[d]; c += 32) dst[off + c] = __ldg(a + c);
+    for (int c = lane; c < h.lda[d]; c += 32) dst[off + c] = fh_ldg_f32(a + c);
     off += h.lda[d];
   }
   __syncwarp();
 }
 
 /* Pointer to branch d's advantage row inside a staged row. */
-__device__ __forceinline__ const float* fh_staged_a(const fh_heads_view& h, const float* row, int d) {
+template <typename L>
+__device__ __forceinline__ const float* fh_staged_a(const fh_heads_view_t<L>& h, const float* row, int d) {
   int off = h.ldv;
   for (int b = 0; b < d; ++b) off += h.lda[b];
   return row + off;
@@ -134,23 +142,23 @@ __device__ __forceinline__ void fh_warp_sum_n(float (&v)[NV]) {
  * memory (all loads first), and the reductions of all actions run side by side in one butterfly.
  * The same arithmetic in the same order as fh_dev_expected_q_r, so the same bits. Every n_d <= MAXN;
  * XOR butterflies leave every lane with the same bits. */
-template <int MAXN>
-__device__ __forceinline__ void fh_dev_q_all(const fh_heads_view& h, int64_t i, int lane,
+template <int MAXN, typename L>
+__device__ __forceinline__ void fh_dev_q_all(const fh_heads_view_t<L>& h, int64_t i, int lane,
                                              float (&q)[FH_MAX_BRANCHES * MAXN]) {
   constexpr int NB = FH_MAX_BRANCHES;
   const int atoms = h.atoms;
   const bool ok[2] = {lane < atoms, lane + 32 < atoms};
   float v[2], x[NB][MAXN][2], mean[NB][2];
 #pragma unroll
-  for (int k = 0; k < 2; ++k) v[k] = ok[k] ? __ldg(h.v + i * h.ldv + lane + 32 * k) : 0.0f;
+  for (int k = 0; k < 2; ++k) v[k] = ok[k] ? fh_ldg_f32(h.v + i * h.ldv + lane + 32 * k) : 0.0f;
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int n = d < h.nb ? h.n[d] : 0;
-    const float* p = d < h.nb ? h.a[d] + i * h.lda[d] : nullptr;
+    const L* p = d < h.nb ? h.a[d] + i * h.lda[d] : nullptr;
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
 #pragma unroll
-      for (int k = 0; k < 2; ++k) x[d][a][k] = a < n && ok[k] ? __ldg(p + a * atoms + lane + 32 * k) : 0.0f;
+      for (int k = 0; k < 2; ++k) x[d][a][k] = a < n && ok[k] ? fh_ldg_f32(p + a * atoms + lane + 32 * k) : 0.0f;
   }
 #pragma unroll
   for (int d = 0; d < NB; ++d) {

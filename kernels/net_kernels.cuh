@@ -12,17 +12,22 @@
 
 #include "cuda_common.cuh"
 
-/* The head outputs of one forward pass, as the GEMMs left them (fp32, padded rows). */
-struct fh_heads_view {
-  const float* v;                   /* (B, ldv) value logits, atoms used */
+/* The head outputs of one forward pass, as the GEMMs left them (padded rows). L is the element type:
+ * float (collection, evaluation, the deterministic mode) or fh_bf16 (the training passes in bf16
+ * mode: half the bytes written by the head GEMMs and read by the loss). */
+template <typename L>
+struct fh_heads_view_t {
+  const L* v;                       /* (B, ldv) value logits, atoms used */
   int ldv;
-  const float* a[FH_MAX_BRANCHES];  /* (B, lda[d]) advantage logits, n[d]*atoms used, action-major */
+  const L* a[FH_MAX_BRANCHES];      /* (B, lda[d]) advantage logits, n[d]*atoms used, action-major */
   int lda[FH_MAX_BRANCHES];
   int n[FH_MAX_BRANCHES];           /* branch sizes */
   int nb;                           /* branches */
   int atoms;                        /* 1 = plain Q; > 1 = C51 */
   float v_min, v_max;
 };
+typedef fh_heads_view_t<float> fh_heads_view;
+typedef fh_heads_view_t<fh_bf16> fh_heads_view_bf16;
 
 /* Gradient outputs of the loss w.r.t. the head logits of online(s) (GEMM operand dtype). */
 template <typename T>
@@ -48,15 +53,16 @@ template <typename T>
 fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial,
                                     float* bias_grad, cudaStream_t s);
 /* Expected Q of every branch action: q (B, sum n) fp32. */
-fh_status fh_launch_expected_q(const fh_heads_view& h, int B, float* q, int ldq, cudaStream_t s);
+template <typename L>
+fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int ldq, cudaStream_t s);
 
 /* ---- loss.cu ---- */
 /* Double-DQN / BDQ loss of one batch (DESIGN §5). on_s: online(s); on_sn: online(s');
  * tg_sn: target(s'). act (B, 3) int32; ret, disc, weight (B). Outputs: wloss (B) = w_i * loss_i,
  * signal (B) priority signal (sum over branches of CE or |TD|), grad (= d(mean_i w_i loss_i)/d logits
  * of on_s, written in full including pad columns). */
-template <typename T>
-fh_status fh_launch_bdq_loss(const fh_heads_view& on_s, const fh_heads_view& on_sn, const fh_heads_view& tg_sn,
+template <typename T, typename L>
+fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight,
                              int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
                              cudaStream_t s);
@@ -86,6 +92,8 @@ template <typename T>
 fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* m, float* v,
                          const float* grad_scale, int64_t* step, float lr, float beta1, float beta2,
                          float eps, cudaStream_t s);
+/* *step += 1 (what fh_launch_adam does after its update; alone for measurements that leave Adam out). */
+fh_status fh_launch_step_bump(int64_t* step, cudaStream_t s);
 /* Host-parameter variant used by fh_adam_step (step given, no scale, no shadow). */
 fh_status fh_launch_adam_plain(int64_t n, float* p, const float* g, float* m, float* v, float lr, float beta1,
                                float beta2, float eps, int64_t step, cudaStream_t s);

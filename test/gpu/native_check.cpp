@@ -446,7 +446,19 @@ static void knockout(Lib& gpu, int epochs, int batch) {
   make_market(M, days * bpd, 16, c.window, 11, bpd);
   printf("\n| knocked out | mask | train ms | ms per step | delta vs full (ms/step) |\n| --- | --- | ---: | ---: | ---: |\n");
   double full = 0.0;
+  const char* only = getenv("KO_MASKS");  /* e.g. "0,16": just these masks of the table */
   for (size_t i = 0; i < sizeof masks / sizeof masks[0]; ++i) {
+    if (only) {
+      bool want = false;
+      for (const char* p = only; *p;) {
+        char* e = nullptr;
+        const unsigned long v = strtoul(p, &e, 0);
+        if (e == p) break;
+        want = want || v == masks[i];
+        p = *e == ',' ? e + 1 : e;
+      }
+      if (!want) continue;
+    }
     char buf[32];
     snprintf(buf, sizeof buf, "0x%x", masks[i]);
     setenv("FH_PROFILE_KNOCKOUT", buf, 1);

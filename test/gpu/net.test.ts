@@ -5,7 +5,8 @@
  *     for C51 (atoms 51) and plain Q (atoms 1, Huber). bf16 gradients get 12% relative L2: every layer
  *     rounds activations and incoming gradients to 8 mantissa bits and the Huber gradient is a sum of
  *     terms of both signs (measured on an H200: 1.8% for C51, 8.7% for Huber; fp32 mode: 2e-7);
- *   - the fast C51 loss against the general one, the fused-epilogue backward against the kernel one;
+ *   - the fast C51 loss against the general one, the fused-epilogue backward against the kernel one,
+ *     bf16 against fp32 head outputs of the training passes;
  *   - graphs on == graphs off, bit for bit (epoch scalars and parameters);
  *   - one host synchronisation per epoch;
  *   - the edge-market learning check on the GPU (the CPU backend learns it in ~20 tiny epochs);
@@ -173,6 +174,26 @@ describe('alternative kernels of the train step agree', () => {
     expect(b.engine).toMatch(/kernel backward/);
     // the forward with a mask may run another cuBLASLt kernel; bias sums in another order
     expectClose(a, b, 2e-2, 6e-2);
+  });
+});
+
+describe('bf16 head outputs of the training passes', () => {
+  // bf16 mode writes the training passes' head outputs (online(s), online(s'), target(s')) as bf16
+  // (half the bytes of the head GEMMs' output and the loss's input); FH_LOGITS_BF16=0 keeps fp32.
+  // The logits are then rounded to 8 mantissa bits before the softmaxes: loss and gradient move by
+  // about that much.
+  test('bf16: bf16 train logits == fp32 train logits within bf16 tolerance', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
+    const a = lossGradWith(cfg, 0, { FH_LOGITS_BF16: '1' }, SEED + 401, 64);
+    const b = lossGradWith(cfg, 0, { FH_LOGITS_BF16: '0' }, SEED + 401, 64);
+    expect(a.engine).toMatch(/bf16 train logits/);
+    expect(b.engine).toMatch(/fp32 train logits/);
+    expectClose(a, b, 2e-2, 6e-2);
+  });
+  test('fp32 deterministic mode keeps fp32 train logits', () => {
+    const cfg = tinyConfig(['agent.atoms=51']);
+    const a = lossGradWith(cfg, 1, { FH_LOGITS_BF16: '1' }, SEED + 402, 16);
+    expect(a.engine).toMatch(/fp32 train logits/);
   });
 });
 

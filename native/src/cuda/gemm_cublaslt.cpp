@@ -6,8 +6,12 @@
  *   dx:  C(in, B)  = W as (in, out) * dY as (out, B)              m = in,  n = B, k = out
  *   dw:  C(in, out) = X as (in, B) * op_T(dY as (out, B))         m = in,  n = out, k = B
  * Bias (length m) rides in the epilogue. Plans (descriptors + heuristic algorithm) are cached per shape.
+ * FH_GEMM_REFERENCE=1 (read at fh_gemm_create): the non-fused GEMMs run our reference kernel
+ * (kernels/gemm_ref.cu) and no cuBLASLt matmul, plan or heuristic call happens for them.
  */
 #include "gemm_cublaslt.h"
+
+#include "../../../kernels/gemm_ref.cuh"
 
 #include <cublasLt.h>
 #include <stdio.h>
@@ -39,6 +43,7 @@ struct Plan {
 
 struct fh_gemm {
   cublasLtHandle_t lt = nullptr;
+  bool reference = false;  /* FH_GEMM_REFERENCE=1: kernels/gemm_ref.cu instead of cuBLASLt */
   std::mutex mu;
   std::map<PlanKey, Plan> plans;
 };
@@ -63,6 +68,8 @@ fh_status fh_gemm_create(fh_gemm** out) {
     delete g;
     return lt_fail(st, "cublasLtCreate");
   }
+  const char* ref = getenv("FH_GEMM_REFERENCE");
+  g->reference = ref && ref[0] == '1';
   *out = g;
   return FH_OK;
 }
@@ -175,6 +182,15 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
                           const void* A, int lda, const void* B, int ldb, void* C, fh_dtype cdtype, int ldc,
                           fh_epilogue epi, const void* bias, const void* aux = nullptr, int64_t aux_ld = 0) {
   if (m <= 0 || n <= 0 || k <= 0) return FH_OK;
+  if (g->reference) {
+    if (epi_fused(epi)) {
+      snprintf(g_gemm_err, sizeof g_gemm_err, "reference GEMM (FH_GEMM_REFERENCE=1) has no fused epilogue %d",
+               (int)epi);
+      return FH_ERR_UNSUPPORTED;
+    }
+    return fh_launch_gemm_ref(op, ta, tb, m, n, k, A, lda, B, ldb, C, cdtype, ldc, epi_has_bias(epi) ? bias : nullptr,
+                              epi == FH_EPI_RELU_BIAS, s);
+  }
   if (epi_has_aux(epi) && (!aux || aux_ld < m || aux_ld % 128 != 0)) {
     snprintf(g_gemm_err, sizeof g_gemm_err, "ReLU mask: ld %lld bits must be a multiple of 128 and >= %d",
              (long long)aux_ld, m);

@@ -14,6 +14,9 @@
  * graph capture (the trainer warms every shape eagerly first). Nothing synchronises.
  * The fused ReLU-mask / bias-gradient epilogues return FH_ERR_UNSUPPORTED (no error is set) when
  * cuBLASLt has no algorithm for them; the network then falls back to its own kernels.
+ * FH_GEMM_REFERENCE=1 (read at fh_gemm_create): the GEMMs run our reference kernel (kernels/gemm_ref.cu)
+ * instead of cuBLASLt, and the fused epilogues return FH_ERR_UNSUPPORTED. Slow; for compute-sanitizer
+ * racecheck and as an independent check of cuBLASLt.
  */
 #ifndef FH_GEMM_CUBLASLT_H
 #define FH_GEMM_CUBLASLT_H

@@ -44,7 +44,7 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   int64_t logits = 0;
   for (int k = 0; k < L.n_heads; ++k) logits += L.out_pad[k];
   const int64_t act = (int64_t)L.D + L.h1 + L.h2 + (int64_t)L.n_heads * L.hh;
-  int64_t per_pass = act * es + logits * 4 + 16 * 4;
+  int64_t per_pass = act * es + logits * es + 16 * 4;  /* training passes keep bf16 logits in bf16 mode */
   int64_t bwd = logits * es + ((int64_t)L.n_heads * L.hh + L.h2 + L.h1) * es + 8;
   int64_t masks = 2 * (fh_mask_ld(L.h1) + fh_mask_ld(L.h2) + fh_mask_ld(L.n_heads * L.hh)) / 8;
   /* pass 0 holds 2 rows per batch row; passes 1 and 2 one each */
@@ -126,11 +126,14 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * and the reference train step was 9% slower with them (bench/RESULTS.md). */
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
+    const char* lb = getenv("FH_LOGITS_BF16");
+    const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && lb[0] == '0') ? FH_BF16 : FH_F32;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     for (int p = 0; p < FH_NET_PASSES; ++p) {
       fh_net_pass& P = net->pass[p];
       P.cap = p == 0 ? 2 * cap : cap;
+      P.ldt = p == 1 ? FH_F32 : train_ldt;
       const size_t rows = (size_t)P.cap;
       if (p != 2) NET_TRY(fh_dmalloc(&P.x, rows * L.D * es));  /* pass 2 reads s' of pass 0 */
       NET_TRY(fh_dmalloc(&P.a1, rows * L.h1 * es));
@@ -140,7 +143,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       FH_CUDA_TRY(cudaStreamCreateWithFlags(&P.s, cudaStreamNonBlocking));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&P.fork, cudaEventDisableTiming));
       for (int k = 0; k < L.n_heads; ++k) {
-        NET_TRY(fh_dmalloc_t(&P.logits[k], rows * L.out_pad[k] * sizeof(float)));
+        NET_TRY(fh_dmalloc(&P.logits[k], rows * L.out_pad[k] * fh_dtype_size(P.ldt)));
         NET_TRY(fh_dmalloc(&P.ws[k], fh_gemm_workspace_bytes()));
         FH_CUDA_TRY(cudaEventCreateWithFlags(&P.join[k], cudaEventDisableTiming));
         if (k == 0) {
@@ -211,14 +214,15 @@ void* fh_net_next_obs(const fh_net* net, int32_t B) {
   return fh_byte_ptr(net->pass[0].x, (int64_t)B * net->L.D, net->op);
 }
 
-fh_heads_view fh_net_view(const fh_net* net, int p, int32_t row0) {
+template <typename L_>
+fh_heads_view_t<L_> fh_net_view(const fh_net* net, int p, int32_t row0) {
   const fh_layout& L = net->L;
-  fh_heads_view h{};
-  h.v = net->pass[p].logits[0] + (int64_t)row0 * L.out_pad[0];
+  fh_heads_view_t<L_> h{};
+  h.v = static_cast<const L_*>(net->pass[p].logits[0]) + (int64_t)row0 * L.out_pad[0];
   h.ldv = L.out_pad[0];
   h.nb = L.n_branches;
   for (int d = 0; d < L.n_branches; ++d) {
-    h.a[d] = net->pass[p].logits[d + 1] + (int64_t)row0 * L.out_pad[d + 1];
+    h.a[d] = static_cast<const L_*>(net->pass[p].logits[d + 1]) + (int64_t)row0 * L.out_pad[d + 1];
     h.lda[d] = L.out_pad[d + 1];
     h.n[d] = L.branch_sizes[d];
   }
@@ -226,6 +230,14 @@ fh_heads_view fh_net_view(const fh_net* net, int p, int32_t row0) {
   h.v_min = net->v_min;
   h.v_max = net->v_max;
   return h;
+}
+
+template fh_heads_view_t<float> fh_net_view<float>(const fh_net*, int, int32_t);
+template fh_heads_view_t<fh_bf16> fh_net_view<fh_bf16>(const fh_net*, int, int32_t);
+
+fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
+  if (net->pass[p].ldt == FH_BF16) return fh_launch_expected_q(fh_net_view<fh_bf16>(net, p), B, net->pass[p].q, net->nq, s);
+  return fh_launch_expected_q(fh_net_view<float>(net, p), B, net->pass[p].q, net->nq, s);
 }
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
@@ -252,14 +264,16 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
   for (int k = 0; k < L.n_heads && !(train_pass && (net->knockout & FH_KO_HEADS)); ++k) {
+    /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
+    const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
     FH_TRY(fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
-                       HH, fh_byte_ptr(S, L.WO[k], op), M + L.bO[k], FH_EPI_BIAS, P.logits[k], FH_F32, L.out_pad[k]));
+                       HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS, P.logits[k], P.ldt, L.out_pad[k]));
   }
   for (int k = 1; k < L.n_heads; ++k) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
   }
-  if (want_q) FH_TRY(fh_launch_expected_q(fh_net_view(net, p), B, P.q, net->nq, P.s));
+  if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
   return FH_OK;
 }
 
@@ -278,8 +292,12 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
     g.a[d] = static_cast<T*>(net->dlog[d + 1]);
     g.lda[d] = L.out_pad[d + 1];
   }
-  return fh_launch_bdq_loss<T>(fh_net_view(net, 0), fh_net_view(net, 0, B), fh_net_view(net, 2), act, ret, disc,
-                               weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+  if (net->pass[0].ldt == FH_BF16)
+    return fh_launch_bdq_loss<T>(fh_net_view<fh_bf16>(net, 0), fh_net_view<fh_bf16>(net, 0, B),
+                                 fh_net_view<fh_bf16>(net, 2), act, ret, disc, weight, B, net->huber_delta, net->wloss,
+                                 net->signal, g, net->pass[0].s);
+  return fh_launch_bdq_loss<T>(fh_net_view<float>(net, 0), fh_net_view<float>(net, 0, B), fh_net_view<float>(net, 2),
+                               act, ret, disc, weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
 }
 
 /* Backward of pass 0's first B rows into net->grad. Kernel path (default): the ReLU derivative and
@@ -371,7 +389,7 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
   cudaStream_t s = net->pass[0].s;
   const int64_t n = net->L.total;
-  if (net->knockout & FH_KO_OPTIM) return FH_OK;
+  if (net->knockout & FH_KO_OPTIM) return fh_launch_step_bump(net->step, s);  /* the step counter still moves */
   FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
   if (net->op == FH_BF16) {
     FH_TRY(fh_launch_adam<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad, net->adam_m,

@@ -47,7 +47,9 @@ struct fh_net_pass {
   void* a1;                     /* (cap, h1) post-ReLU */
   void* a2;                     /* (cap, h2) post-ReLU */
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
-  float* logits[FH_NET_HEADS];  /* (cap, out_pad[k]) fp32 */
+  void* logits[FH_NET_HEADS];   /* (cap, out_pad[k]) of dtype ldt */
+  fh_dtype ldt;                 /* head-output dtype: fp32 for pass 1 and in fp32 mode; bf16 for the
+                                   training passes in bf16 mode (FH_LOGITS_BF16=0 keeps fp32) */
   float* q;                     /* (cap, nq) expected Q, fp32 */
   cudaStream_t s;               /* main stream of the pass */
   cudaStream_t hs[FH_NET_HEADS];/* hs[0] = s; hs[k] head k's stream */
@@ -106,8 +108,13 @@ fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);
  * logits; with want_q also expected Q into pass[p].q. Runs on pass[p].s (+ head streams, joined). */
 fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q);
 
-/* The heads view of pass p's logits from row `row0` on (for the loss and expected-Q kernels). */
-fh_heads_view fh_net_view(const fh_net* net, int p, int32_t row0 = 0);
+/* The heads view of pass p's logits from row `row0` on (for the loss and expected-Q kernels); L must
+ * be the pass's dtype (pass[p].ldt: float or fh_bf16). */
+template <typename L>
+fh_heads_view_t<L> fh_net_view(const fh_net* net, int p, int32_t row0 = 0);
+
+/* Expected Q of pass p's first B rows into pass[p].q (either logits dtype). */
+fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s);
 
 /* Where a batch's s' rows go: pass 0's input from row B on (s in rows 0..B-1). */
 void* fh_net_next_obs(const fh_net* net, int32_t B);

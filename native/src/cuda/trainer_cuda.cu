@@ -182,7 +182,7 @@ static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
   }
   FH_TRY(fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight));
   if (with_qstats) {
-    FH_TRY(fh_launch_expected_q(fh_net_view(net, 0), B, net->pass[0].q, net->nq, s));
+    FH_TRY(fh_net_expected_q(net, 0, B, s));
     FH_TRY(fh_launch_qstats(net->pass[0].q, net->nq, B, net->L.branch_sizes, net->L.n_branches, net->qs_part,
                             t->qstats, s));
   }
@@ -502,8 +502,9 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   out->flops_per_epoch = t->flops_per_epoch;
   out->reward_scale = t->reward_scale;
   out->config_hash = t->config_hash;
-  int w = snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward", t->net.op == FH_BF16 ? "bf16" : "fp32",
-                   t->cfg.use_graphs ? "graphs" : "eager", t->net.fused ? "fused-epilogue" : "kernel");
+  int w = snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward, %s train logits",
+                   t->net.op == FH_BF16 ? "bf16" : "fp32", t->cfg.use_graphs ? "graphs" : "eager",
+                   t->net.fused ? "fused-epilogue" : "kernel", t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
     snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
   return FH_OK;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench/gpu/iterate.sh — one performance iteration on a GPU host (after `source .gpuhost/boot.sh`):
+# build; the GPU tests named by TESTS (vitest files, default the network suite); the knockout table of
+# the reference step (KO_MASKS, default all) and an A/B of the full step under AB_ENV; ncu's full
+# section set for the kernels matching NCU_KERNELS; racecheck (RACECHECK=1); the reference bench
+# (BENCH=1). Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/i"
+L=$OUT/i
+export FOXHUNT_COMMIT=${FOXHUNT_COMMIT:-unknown}
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader
+t0=$(date +%s)
+FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda >$L/build.log 2>&1 || { tail -40 $L/build.log; exit 1; }
+echo "build $(( $(date +%s)-t0 )) s"
+g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check
+if [ -n "${TESTS-test/gpu/net.test.ts}" ]; then
+  t0=$(date +%s); timeout 240 npx vitest run --config vitest.gpu.config.ts ${TESTS-test/gpu/net.test.ts} >$L/test-gpu.log 2>&1
+  echo "test:gpu ($TESTS) rc $? ($(( $(date +%s)-t0 )) s)"
+  sed 's/\x1b\[[0-9;]*m//g' $L/test-gpu.log | grep -E '✓|×|Test Files|Tests +[0-9]|FAIL|AssertionError|Expected|Received|seed' | head -50
+fi
+if [ "${KO:-1}" = 1 ]; then
+  timeout 150 native/build/native_check knockout native/build 3 0 >$L/knockout.txt 2>&1; echo "knockout rc $?"
+  grep -E '^\||FAIL|engine' $L/knockout.txt
+fi
+if [ -n "${AB_ENV:-}" ]; then
+  env $AB_ENV KO_MASKS=0 timeout 60 native/build/native_check knockout native/build 3 0 >$L/ab.txt 2>&1; echo "A/B $AB_ENV rc $?"
+  grep -E '^\| none|FAIL' $L/ab.txt
+fi
+if [ -n "${NCU_KERNELS:-}" ]; then
+  timeout 200 ncu --clock-control none --set full -k "regex:$NCU_KERNELS" --launch-count ${NCU_COUNT:-4} \
+      native/build/native_check profile native/build >$L/ncu-full.txt 2>&1; echo "ncu full rc $?"
+  grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Block Limit Reg|Executed Instructions  ' $L/ncu-full.txt | head -90
+  grep -iE 'est\. speedup|stall' $L/ncu-full.txt | head -30
+fi
+if [ "${RACECHECK:-0}" = 1 ]; then bash bench/gpu/racecheck.sh; fi
+if [ "${BENCH:-0}" = 1 ]; then
+  timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$L/bench-ref.txt 2>$L/bench-ref.err; echo "bench rc $?"
+  tail -24 $L/bench-ref.txt
+fi
+tar -czf $OUT/iterate.tgz -C $OUT i && rm -rf $L
