@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu/iterate.sh — one performance iteration on a GPU host (after `source .gpuhost/boot.sh`):
 # build; the GPU tests named by TESTS (vitest files, default the network suite); the knockout table of
-# the reference step (KO_MASKS, default all) and an A/B of the full step under AB_ENV; ncu's full
+# the reference step (KO_MASKS, default all) and A/B runs of the full step under AB_ENVS; ncu's full
 # section set for the kernels matching NCU_KERNELS; racecheck (RACECHECK=1); the reference bench
 # (BENCH=1). Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
 set -uo pipefail
@@ -23,10 +23,12 @@ if [ "${KO:-1}" = 1 ]; then
   timeout 150 native/build/native_check knockout native/build 3 0 >$L/knockout.txt 2>&1; echo "knockout rc $?"
   grep -E '^\||FAIL|engine' $L/knockout.txt
 fi
-if [ -n "${AB_ENV:-}" ]; then
-  env $AB_ENV KO_MASKS=0 timeout 60 native/build/native_check knockout native/build 3 0 >$L/ab.txt 2>&1; echo "A/B $AB_ENV rc $?"
-  grep -E '^\| none|FAIL' $L/ab.txt
-fi
+# AB_ENVS: ';'-separated env assignments, each an A/B run of the full step (knockout mask 0)
+IFS=';' read -ra abs <<<"${AB_ENVS:-}"
+for i in "${!abs[@]}"; do
+  env ${abs[$i]} KO_MASKS=0 timeout 60 native/build/native_check knockout native/build 3 0 >$L/ab$i.txt 2>&1
+  echo "A/B ${abs[$i]} rc $?: $(grep -E '^\| none|FAIL' $L/ab$i.txt)"
+done
 if [ -n "${NCU_KERNELS:-}" ]; then
   timeout 200 ncu --clock-control none --set full -k "regex:$NCU_KERNELS" --launch-count ${NCU_COUNT:-4} \
       native/build/native_check profile native/build >$L/ncu-full.txt 2>&1; echo "ncu full rc $?"

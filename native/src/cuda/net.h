@@ -75,6 +75,10 @@ struct fh_net {
   /* passes and backward buffers */
   fh_net_pass pass[FH_NET_PASSES];
   int fused;                    /* 1: ReLU masks + fused DRELU / bias-gradient epilogues in the backward */
+  int dw_side;                  /* 1 (default; FH_BACKWARD_SIDE=0 turns it off): the weight-gradient GEMMs of
+                                   the head layer and the trunk run on a side stream, beside the chain of
+                                   input gradients */
+  cudaEvent_t bw_ev[3], bw_join;  /* side-stream dependencies of the backward */
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
