@@ -44,7 +44,7 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   int64_t logits = 0;
   for (int k = 0; k < L.n_heads; ++k) logits += L.out_pad[k];
   const int64_t act = (int64_t)L.D + L.h1 + L.h2 + (int64_t)L.n_heads * L.hh;
-  int64_t per_pass = act * es + logits * es + 16 * 4;  /* training passes keep bf16 logits in bf16 mode */
+  int64_t per_pass = act * es + logits * 4 + 16 * 4;  /* fp32 logits (FH_LOGITS_BF16=1: half) */
   int64_t bwd = logits * es + ((int64_t)L.n_heads * L.hh + L.h2 + L.h1) * es + 8;
   int64_t masks = 2 * (fh_mask_ld(L.h1) + fh_mask_ld(L.h2) + fh_mask_ld(L.n_heads * L.hh)) / 8;
   /* pass 0 holds 2 rows per batch row; passes 1 and 2 one each */
@@ -67,9 +67,6 @@ void fh_net_destroy(fh_net* net) {
   }
   for (int k = 0; k < FH_NET_HEADS + 1; ++k)
     if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
-  for (cudaEvent_t e : net->bw_ev)
-    if (e) cudaEventDestroy(e);
-  if (net->bw_join) cudaEventDestroy(net->bw_join);
   void* masks[] = {net->mask1.bits, net->mask2.bits, net->maskh.bits};
   for (void* m : masks)
     if (m) cudaFree(m);
@@ -129,12 +126,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * and the reference train step was 9% slower with them (bench/RESULTS.md). */
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
-    const char* bs = getenv("FH_BACKWARD_SIDE");
-    net->dw_side = !(bs && bs[0] == '0');
-    for (cudaEvent_t& e : net->bw_ev) FH_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    FH_CUDA_TRY(cudaEventCreateWithFlags(&net->bw_join, cudaEventDisableTiming));
     const char* lb = getenv("FH_LOGITS_BF16");
-    const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && lb[0] == '0') ? FH_BF16 : FH_F32;
+    /* opt-in: on the H200 the loss reading bf16 logits was slower than the head GEMMs writing half the
+     * bytes were faster (580 vs 600 us per reference step, bench/RESULTS.md) */
+    const fh_dtype train_ldt = net->op == FH_BF16 && lb && lb[0] == '1' ? FH_BF16 : FH_F32;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     for (int p = 0; p < FH_NET_PASSES; ++p) {
@@ -344,23 +339,11 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
   }
-  /* The weight gradients of the head layer and the trunk need only that layer's output gradient and
-   * input activation: with dw_side they run on a side stream (head 1's, idle after the join) while the
-   * main stream goes on down the chain of input gradients; joined back at the end. */
-  cudaStream_t ws = net->dw_side ? P.hs[1] : P.s;
-  void* wsp = net->dw_side ? P.ws[1] : P.ws[0];
-  auto side = [&](int i) -> fh_status {
-    if (!net->dw_side) return FH_OK;
-    FH_CUDA_TRY(cudaEventRecord(net->bw_ev[i], P.s));
-    FH_CUDA_TRY(cudaStreamWaitEvent(ws, net->bw_ev[i], 0));
-    return FH_OK;
-  };
   /* head first layer (all heads as one GEMM) */
   if (!heads_masked)
     FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH, part,
                                         G + L.bH, P.s));
-  FH_TRY(side(0));
-  FH_TRY(fh_gemm_dw(net->gemm, ws, wsp, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                     heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
                     L.h2, fused ? net->mask2 : none));
@@ -368,8 +351,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2, part,
                                         G + L.b2, P.s));
-  FH_TRY(side(1));
-  FH_TRY(fh_gemm_dw(net->gemm, ws, wsp, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
@@ -377,13 +359,8 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1, part,
                                         G + L.b1, P.s));
-  FH_TRY(side(2));
-  FH_TRY(fh_gemm_dw(net->gemm, ws, wsp, op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                     fused ? G + L.b1 : nullptr));
-  if (net->dw_side) {
-    FH_CUDA_TRY(cudaEventRecord(net->bw_join, ws));
-    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->bw_join, 0));
-  }
   return FH_OK;
 }
 
