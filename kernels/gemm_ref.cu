@@ -3,35 +3,50 @@
  * when FH_GEMM_REFERENCE=1 (compute-sanitizer racecheck cannot run cuBLASLt's Hopper kernels; also an
  * independent check of cuBLASLt's results).
  *
- *   fh_gemm_ref_kernel   one 64 x 64 tile of the column-major C per block of 256 threads; the k loop
+ *   fh_gemm_ref_kernel   one 64 x 64 tile of the column-major C per block of 64 threads; the k loop
  *                        stages a 16-deep slice of op(A) (16 x 64) and op(B) (16 x 64) in shared memory
- *                        as fp32 (zero outside the matrices), and each thread accumulates a 4 x 4 block of
- *                        outputs (rows tx + 16 a, columns ty + 16 b) with fmaf in increasing k order.
+ *                        as fp32 (zero outside the matrices), and each thread accumulates an 8 x 8 block
+ *                        of outputs (rows 8 tx.., columns 8 ty..) with fmaf in increasing k order.
  *                        Epilogue: + bias[row], then ReLU, converted to C's dtype.
+ *
+ * Few shared-memory accesses per multiply-add (float4 stores and loads, 8 x 8 outputs per thread, idle
+ * threads outside C read nothing): racecheck instruments every one of them, and the driver's run under
+ * racecheck is bounded by this kernel.
  *
  * Plain CUDA C++ (no tensor cores, clusters or TMA): slow, simple, deterministic.
  */
 #include "gemm_ref.cuh"
 
-static constexpr int kRefBM = 64;       /* tile rows (m) */
-static constexpr int kRefBN = 64;       /* tile columns (n) */
-static constexpr int kRefBK = 16;       /* k slice per shared-memory stage */
-static constexpr int kRefThreads = 256; /* 16 x 16 threads, 4 x 4 outputs each */
-static constexpr int kRefTM = kRefBM / 16;
-static constexpr int kRefTN = kRefBN / 16;
+static constexpr int kRefBM = 64;      /* tile rows (m) */
+static constexpr int kRefBN = 64;      /* tile columns (n) */
+static constexpr int kRefBK = 16;      /* k slice per shared-memory stage */
+static constexpr int kRefTM = 8;       /* outputs per thread along m */
+static constexpr int kRefTN = 8;       /* outputs per thread along n */
+static constexpr int kRefThreads = (kRefBM / kRefTM) * (kRefBN / kRefTN);  /* 64 */
+static constexpr int kRefPad = 4;      /* keeps every shared row 16-byte aligned (float4 accesses) */
 
-static_assert(kRefBM * kRefBK % kRefThreads == 0 && kRefBN * kRefBK % kRefThreads == 0, "tile loads");
+static_assert(kRefBM == kRefBN && kRefBM / 4 * kRefBK % kRefThreads == 0, "tile staging");
+
+template <typename TA>
+__device__ __forceinline__ float fh_gemm_ref_ld(const TA* __restrict__ X, bool ok, int64_t at) {
+  return ok ? fh_to_f32<TA>(X[at]) : 0.0f;
+}
 
 template <typename TA, typename TC>
 static __global__ void __launch_bounds__(kRefThreads)
     fh_gemm_ref_kernel(bool ta, bool tb, int m, int n, int k, const TA* __restrict__ A, int lda,
                        const TA* __restrict__ B, int ldb, TC* __restrict__ C, int ldc, const TC* __restrict__ bias,
                        bool relu) {
-  __shared__ float As[kRefBK][kRefBM + 1];  /* As[p][i] = op(A)(i0 + i, k0 + p) */
-  __shared__ float Bs[kRefBK][kRefBN + 1];  /* Bs[p][j] = op(B)(k0 + p, j0 + j) */
+  __shared__ __align__(16) float As[kRefBK][kRefBM + kRefPad];  /* As[p][i] = op(A)(i0 + i, k0 + p) */
+  __shared__ __align__(16) float Bs[kRefBK][kRefBN + kRefPad];  /* Bs[p][j] = op(B)(k0 + p, j0 + j) */
   const int tid = threadIdx.x;
-  const int tx = tid % 16, ty = tid / 16;
+  const int tx = tid % (kRefBM / kRefTM), ty = tid / (kRefBM / kRefTM);
   const int i0 = blockIdx.y * kRefBM, j0 = blockIdx.x * kRefBN;
+  /* rows / columns of the tile inside C; threads wholly outside stay idle (small layers, edge tiles), and
+   * only the slice rows / columns some working thread reads are staged */
+  const int mt = min(kRefBM, m - i0), nt = min(kRefBN, n - j0);
+  const int mlim = min(kRefBM, CEIL_DIV(mt, kRefTM) * kRefTM), nlim = min(kRefBN, CEIL_DIV(nt, kRefTN) * kRefTN);
+  const bool active = tx * kRefTM < mt && ty * kRefTN < nt;
   float acc[kRefTM][kRefTN];
 #pragma unroll
   for (int a = 0; a < kRefTM; ++a)
@@ -39,54 +54,65 @@ static __global__ void __launch_bounds__(kRefThreads)
     for (int b = 0; b < kRefTN; ++b) acc[a][b] = 0.0f;
 
   for (int k0 = 0; k0 < k; k0 += kRefBK) {
-    /* stage the slices; the index running fastest follows each operand's contiguous dimension */
+    /* stage the slices as groups of 4 rows (columns) of one k, zero outside the matrices */
 #pragma unroll
-    for (int r = 0; r < kRefBM * kRefBK / kRefThreads; ++r) {
+    for (int r = 0; r < kRefBM / 4 * kRefBK / kRefThreads; ++r) {
       const int e = tid + r * kRefThreads;
-      const int ii = ta ? e / kRefBK : e % kRefBM;
-      const int pp = ta ? e % kRefBK : e / kRefBM;
-      const int gi = i0 + ii, gp = k0 + pp;
-      float v = 0.0f;
-      if (gi < m && gp < k)
-        v = fh_to_f32<TA>(ta ? A[gp + (int64_t)gi * lda] : A[gi + (int64_t)gp * lda]);
-      As[pp][ii] = v;
-    }
+      const int q = 4 * (e % (kRefBM / 4)), pp = e / (kRefBM / 4);
+      const int gp = k0 + pp;
+      if (q < mlim) {
+        float v[4];
 #pragma unroll
-    for (int r = 0; r < kRefBN * kRefBK / kRefThreads; ++r) {
-      const int e = tid + r * kRefThreads;
-      const int jj = tb ? e % kRefBN : e / kRefBK;
-      const int pp = tb ? e / kRefBN : e % kRefBK;
-      const int gj = j0 + jj, gp = k0 + pp;
-      float v = 0.0f;
-      if (gj < n && gp < k)
-        v = fh_to_f32<TA>(tb ? B[gj + (int64_t)gp * ldb] : B[gp + (int64_t)gj * ldb]);
-      Bs[pp][jj] = v;
+        for (int c = 0; c < 4; ++c) {
+          const int gi = i0 + q + c;
+          v[c] = fh_gemm_ref_ld(A, gi < m && gp < k, ta ? gp + (int64_t)gi * lda : gi + (int64_t)gp * lda);
+        }
+        *reinterpret_cast<float4*>(&As[pp][q]) = make_float4(v[0], v[1], v[2], v[3]);
+      }
+      if (q < nlim) {
+        float v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int gj = j0 + q + c;
+          v[c] = fh_gemm_ref_ld(B, gj < n && gp < k, tb ? gj + (int64_t)gp * ldb : gp + (int64_t)gj * ldb);
+        }
+        *reinterpret_cast<float4*>(&Bs[pp][q]) = make_float4(v[0], v[1], v[2], v[3]);
+      }
     }
     __syncthreads();  /* the slices are complete before anyone reads them */
+    if (active) {
 #pragma unroll
-    for (int p = 0; p < kRefBK; ++p) {
-      float av[kRefTM], bv[kRefTN];
+      for (int p = 0; p < kRefBK; ++p) {
+        float av[kRefTM], bv[kRefTN];
 #pragma unroll
-      for (int a = 0; a < kRefTM; ++a) av[a] = As[p][tx + 16 * a];
+        for (int a = 0; a < kRefTM; a += 4) {
+          const float4 t = *reinterpret_cast<const float4*>(&As[p][tx * kRefTM + a]);
+          av[a] = t.x, av[a + 1] = t.y, av[a + 2] = t.z, av[a + 3] = t.w;
+        }
 #pragma unroll
-      for (int b = 0; b < kRefTN; ++b) bv[b] = Bs[p][ty + 16 * b];
+        for (int b = 0; b < kRefTN; b += 4) {
+          const float4 t = *reinterpret_cast<const float4*>(&Bs[p][ty * kRefTN + b]);
+          bv[b] = t.x, bv[b + 1] = t.y, bv[b + 2] = t.z, bv[b + 3] = t.w;
+        }
 #pragma unroll
-      for (int a = 0; a < kRefTM; ++a)
+        for (int a = 0; a < kRefTM; ++a)
 #pragma unroll
-        for (int b = 0; b < kRefTN; ++b) acc[a][b] = fmaf(av[a], bv[b], acc[a][b]);
+          for (int b = 0; b < kRefTN; ++b) acc[a][b] = fmaf(av[a], bv[b], acc[a][b]);
+      }
     }
     __syncthreads();  /* everyone is done reading before the next stage overwrites the slices */
   }
 
+  if (!active) return;
 #pragma unroll
   for (int a = 0; a < kRefTM; ++a) {
-    const int gi = i0 + tx + 16 * a;
-    if (gi >= m) continue;
+    const int gi = i0 + tx * kRefTM + a;
+    if (gi >= m) break;
     const float bi = bias ? fh_to_f32<TC>(bias[gi]) : 0.0f;
 #pragma unroll
     for (int b = 0; b < kRefTN; ++b) {
-      const int gj = j0 + ty + 16 * b;
-      if (gj >= n) continue;
+      const int gj = j0 + ty * kRefTN + b;
+      if (gj >= n) break;
       float v = acc[a][b] + bi;
       if (relu) v = fmaxf(v, 0.0f);
       C[gi + (int64_t)gj * ldc] = fh_from_f32<TC>(v);

@@ -483,5 +483,6 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
                                               const fh_heads_view_t<L>&, const int32_t*, const float*, const float*, \
                                               const float*, int, float, float*, float*, fh_heads_grad<T>, cudaStream_t);
 FH_LOSS_INST(float, float)
+FH_LOSS_INST(float, fh_bf16)  /* referenced by the fp32 mode's dispatch (which never takes it) */
 FH_LOSS_INST(fh_bf16, float)
 FH_LOSS_INST(fh_bf16, fh_bf16)

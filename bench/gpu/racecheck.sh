@@ -9,12 +9,12 @@ compute-sanitizer --help | grep -i -A3 'kernel-name\|kernel-regex' | head -30
 [ -f native/build/libfoxhunt_cuda.so ] || FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda >"$OUT/build.log" 2>&1
 g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check
 run() {
-  FH_EVAL_FUSED=0 FH_GEMM_REFERENCE=1 timeout 170 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  FH_EVAL_FUSED=0 FH_GEMM_REFERENCE=1 timeout 400 compute-sanitizer --tool racecheck --error-exitcode 9 \
     --kernel-name "$2" \
     native/build/native_check small native/build >"$OUT/racecheck-$1.log" 2>&1
   echo "racecheck $1 ($2): rc $? $(grep -m1 'RACECHECK SUMMARY' "$OUT/racecheck-$1.log")"
 }
 run net 'kns=fh_' &
-run env 'kns=env_|eval_|per_|replay_|tree_|leaves_|collect_' &
+run env 'regex=env_|eval_|per_|replay_|tree_|leaves_|collect_' &  # kns= is a plain substring: no alternation
 wait
 for f in "$OUT"/racecheck-*.log; do echo "== $f"; grep -v '^\s*$' "$f" | tail -12; done
