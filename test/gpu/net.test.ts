@@ -6,7 +6,7 @@
  *     rounds activations and incoming gradients to 8 mantissa bits and the Huber gradient is a sum of
  *     terms of both signs (measured on an H200: 1.8% for C51, 8.7% for Huber; fp32 mode: 2e-7);
  *   - the fast C51 loss against the general one, the fused-epilogue backward against the kernel one,
- *     bf16 against fp32 head outputs of the training passes;
+ *     bf16 against fp32 head outputs of the training passes, the reference GEMM against cuBLASLt;
  *   - graphs on == graphs off, bit for bit (epoch scalars and parameters);
  *   - one host synchronisation per epoch;
  *   - the edge-market learning check on the GPU (the CPU backend learns it in ~20 tiny epochs);
@@ -175,6 +175,20 @@ describe('alternative kernels of the train step agree', () => {
     // the forward with a mask may run another cuBLASLt kernel; bias sums in another order
     expectClose(a, b, 2e-2, 6e-2);
   });
+});
+
+describe('the reference GEMM (FH_GEMM_REFERENCE=1) against cuBLASLt', () => {
+  // The project's own tiled GEMM (kernels/gemm_ref.cu: what racecheck runs) and cuBLASLt compute the
+  // same loss and gradient: to fp32 rounding in the deterministic mode, to bf16 rounding of the
+  // activations otherwise (both accumulate in fp32).
+  for (const det of [1, 0]) {
+    test(`${det ? 'fp32 deterministic' : 'bf16'}: loss, gradient and priority signal agree`, () => {
+      const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
+      const a = lossGradWith(cfg, det, { FH_GEMM_REFERENCE: '1' }, SEED + 501 + det, 64);
+      const b = lossGradWith(cfg, det, {}, SEED + 501 + det, 64);
+      expectClose(a, b, det ? 1e-5 : 2e-2, det ? 1e-4 : 6e-2);
+    });
+  }
 });
 
 describe('bf16 head outputs of the training passes', () => {
