@@ -238,8 +238,9 @@ template fh_heads_view_t<float> fh_net_view<float>(const fh_net*, int, int32_t);
 template fh_heads_view_t<fh_bf16> fh_net_view<fh_bf16>(const fh_net*, int, int32_t);
 
 fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
-  if (net->pass[p].ldt == FH_BF16) return fh_launch_expected_q(fh_net_view<fh_bf16>(net, p), B, net->pass[p].q, net->nq, s);
-  return fh_launch_expected_q(fh_net_view<float>(net, p), B, net->pass[p].q, net->nq, s);
+  float* q = net->pass[p].q;
+  return net->pass[p].ldt == FH_BF16 ? fh_launch_expected_q(fh_net_view<fh_bf16>(net, p), B, q, net->nq, s)
+                                     : fh_launch_expected_q(fh_net_view<float>(net, p), B, q, net->nq, s);
 }
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
@@ -294,12 +295,13 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
     g.a[d] = static_cast<T*>(net->dlog[d + 1]);
     g.lda[d] = L.out_pad[d + 1];
   }
-  if (net->pass[0].ldt == FH_BF16)
-    return fh_launch_bdq_loss<T>(fh_net_view<fh_bf16>(net, 0), fh_net_view<fh_bf16>(net, 0, B),
-                                 fh_net_view<fh_bf16>(net, 2), act, ret, disc, weight, B, net->huber_delta, net->wloss,
-                                 net->signal, g, net->pass[0].s);
-  return fh_launch_bdq_loss<T>(fh_net_view<float>(net, 0), fh_net_view<float>(net, 0, B), fh_net_view<float>(net, 2),
-                               act, ret, disc, weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+  /* the three heads views of the training passes, in their logits dtype */
+  auto launch = [&](auto tag) {
+    using L_ = decltype(tag);
+    return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), fh_net_view<L_>(net, 2), act, ret,
+                                 disc, weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+  };
+  return net->pass[0].ldt == FH_BF16 ? launch(fh_bf16{}) : launch(float{});
 }
 
 /* Backward of pass 0's first B rows into net->grad. Kernel path (default): the ReLU derivative and
@@ -364,6 +366,15 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
+/* The loss and the backward in gradient dtype T (less what FH_PROFILE_KNOCKOUT leaves out). */
+template <typename T>
+static fh_status fh_net_loss_backward_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                                        const float* weight) {
+  if (!(net->knockout & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<T>(net, B, act, ret, disc, weight));
+  if (!(net->knockout & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<T>(net, B));
+  return FH_OK;
+}
+
 fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                            const float* weight) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
@@ -376,14 +387,8 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
   FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
   FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
-  const unsigned ko = net->knockout;
-  if (net->op == FH_BF16) {
-    if (!(ko & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight));
-    if (!(ko & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<fh_bf16>(net, B));
-  } else {
-    if (!(ko & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<float>(net, B, act, ret, disc, weight));
-    if (!(ko & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<float>(net, B));
-  }
+  FH_TRY(net->op == FH_BF16 ? fh_net_loss_backward_t<fh_bf16>(net, B, act, ret, disc, weight)
+                             : fh_net_loss_backward_t<float>(net, B, act, ret, disc, weight));
   FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
   return FH_OK;
 }
