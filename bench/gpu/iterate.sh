@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # bench/gpu/iterate.sh — one performance iteration on a GPU host (after `source .gpuhost/boot.sh`):
 # build; the GPU tests named by TESTS (vitest files, default the network suite); the knockout table of
-# the reference step (KO_MASKS, default all) and A/B runs of the full step under AB_ENVS; ncu's full
-# section set for the kernels matching NCU_KERNELS; racecheck (RACECHECK=1); the reference bench
-# (BENCH=1). Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
+# the reference step (`native_check knockout`: each part of the captured train step left out in turn,
+# FH_PROFILE_KNOCKOUT) at the batches in KO_BATCHES (default "0" = auto; KO_MASKS picks rows) and A/B
+# runs of the full step under AB_ENVS; ncu's full section set for the kernels matching NCU_KERNELS, and
+# with NCU_WARM=1 an ncu per-kernel time table with warm caches (--cache-control none: closer to a graph
+# replay than ncu's default flush); racecheck (RACECHECK=1); the reference bench (BENCH=1).
+# Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT/i"
@@ -20,8 +23,10 @@ if [ -n "${TESTS-test/gpu/net.test.ts}" ]; then
   sed 's/\x1b\[[0-9;]*m//g' $L/test-gpu.log | grep -E '✓|×|Test Files|Tests +[0-9]|FAIL|AssertionError|Expected|Received|seed' | head -50
 fi
 if [ "${KO:-1}" = 1 ]; then
-  timeout 150 native/build/native_check knockout native/build 3 0 >$L/knockout.txt 2>&1; echo "knockout rc $?"
-  grep -E '^\||FAIL|engine' $L/knockout.txt
+  for b in ${KO_BATCHES:-0}; do
+    timeout 150 native/build/native_check knockout native/build 3 $b >$L/knockout-$b.txt 2>&1; echo "knockout batch $b rc $?"
+    grep -E '^\||FAIL|engine' $L/knockout-$b.txt
+  done
 fi
 # AB_ENVS: ';'-separated env assignments, each an A/B run of the full step (knockout mask 0)
 IFS=';' read -ra abs <<<"${AB_ENVS:-}"
@@ -35,7 +40,13 @@ if [ -n "${NCU_KERNELS:-}" ]; then
   grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Issue Slots Busy|Executed Ipc Active|No Eligible|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Block Limit Reg|Executed Instructions  ' $L/ncu-full.txt | head -90
   grep -iE 'est\. speedup|stall' $L/ncu-full.txt | head -30
 fi
-if [ "${RACECHECK:-0}" = 1 ]; then bash bench/gpu/racecheck.sh; fi
+if [ "${NCU_WARM:-0}" = 1 ]; then
+  timeout 150 ncu --clock-control none --cache-control none --profile-from-start off --launch-count ${NCU_LAUNCHES:-400} \
+      --metrics gpu__time_duration.sum --csv native/build/native_check profile native/build >$L/ncu-warm.csv 2>$L/ncu-warm.err
+  echo "ncu warm rc $?"
+  python3 bench/gpu/ncu_summary.py $L/ncu-warm.csv > $L/ncu_warm_summary.txt; head -42 $L/ncu_warm_summary.txt
+fi
+if [ "${RACECHECK:-0}" = 1 ]; then OUT=$L bash bench/gpu/racecheck.sh; fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 90 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$L/bench-ref.txt 2>$L/bench-ref.err; echo "bench rc $?"
   tail -24 $L/bench-ref.txt
