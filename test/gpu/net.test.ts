@@ -47,6 +47,19 @@ function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: ReturnType<typeof native
   }
 }
 
+/** A random batch of B transitions of obs dimension D from the draw r (a done every `doneEvery`-th). */
+function randomBatch(r: () => number, B: number, D: number, doneEvery: number) {
+  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
+  return {
+    obs: Float32Array.from({ length: B * D }, gauss),
+    next: Float32Array.from({ length: B * D }, gauss),
+    act: Int32Array.from({ length: B * 3 }, (_, i) => Math.floor(r() * (i % 3 === 1 ? 4 : 3))),
+    ret: Float32Array.from({ length: B }, () => 2 * gauss()),
+    disc: Float32Array.from({ length: B }, (_, i) => (i % doneEvery === 0 ? 0 : 0.970299)),
+    w: Float32Array.from({ length: B }, () => 0.5 + 0.5 * r()),
+  };
+}
+
 describe('CUDA network vs the CPU backend', () => {
   // hh 128: the heads' ReLU backward also runs in the GEMM epilogues (tiny's hh 16 keeps it a kernel)
   const cases = [
@@ -79,12 +92,7 @@ describe('CUDA network vs the CPU backend', () => {
           expect(l.fh_trainer_set_params(h, 1, target, P)).toBe(FhStatus.OK);
         }
         const B = 64;
-        const obs = Float32Array.from({ length: B * D }, gauss);
-        const next = Float32Array.from({ length: B * D }, gauss);
-        const act = Int32Array.from({ length: B * 3 }, (_, i) => Math.floor(r() * (i % 3 === 1 ? 4 : 3)));
-        const ret = Float32Array.from({ length: B }, () => 2 * gauss());
-        const disc = Float32Array.from({ length: B }, (_, i) => (i % 7 === 0 ? 0 : 0.970299));
-        const w = Float32Array.from({ length: B }, () => 0.5 + 0.5 * r());
+        const { obs, next, act, ret, disc, w } = randomBatch(r, B, D, 7);
         const nq = 10;
         const qc = new Float32Array(B * nq);
         const qg = new Float32Array(B * nq).fill(NaN);
@@ -117,7 +125,6 @@ function lossGradWith(cfg: RunConfig, det: number, env: Record<string, string>, 
   const m = nativeMarket(market(cfg));
   const gpu = loadNative('cuda');
   const r = rng(seed);
-  const gauss = () => Math.sqrt(-2 * Math.log(1 - r())) * Math.cos(2 * Math.PI * r());
   const prev = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
   Object.assign(process.env, env);
   try {
@@ -125,12 +132,7 @@ function lossGradWith(cfg: RunConfig, det: number, env: Record<string, string>, 
       const inf = info(gpu, h);
       const P = Number(inf.n_params);
       const D = inf.obs_dim;
-      const obs = Float32Array.from({ length: B * D }, gauss);
-      const next = Float32Array.from({ length: B * D }, gauss);
-      const act = Int32Array.from({ length: B * 3 }, (_, i) => Math.floor(r() * (i % 3 === 1 ? 4 : 3)));
-      const ret = Float32Array.from({ length: B }, () => 2 * gauss());
-      const disc = Float32Array.from({ length: B }, (_, i) => (i % 5 === 0 ? 0 : 0.970299));
-      const w = Float32Array.from({ length: B }, () => 0.5 + 0.5 * r());
+      const { obs, next, act, ret, disc, w } = randomBatch(r, B, D, 5);
       const loss: [number] = [NaN];
       const g = new Float32Array(P).fill(NaN);
       const td = new Float32Array(B).fill(NaN);
