@@ -123,7 +123,9 @@ describe.skipIf(!native)('sweeps on foxhunt-worker processes (CPU backend, tiny 
     kill(w1, 'SIGKILL');
     const killedAt = Date.now();
 
-    await waitFor(async () => (await store.get(id))?.status === 'completed', 150_000, 'the sweep to complete on the surviving worker');
+    // completed is set atomically by the release script, the best run by finishSweep right after: wait for both
+    await waitFor(async () => { const r = await store.get(id); return r?.status === 'completed' && r.best !== null; },
+      150_000, 'the sweep to complete on the surviving worker and record its best run');
     const status = JSON.parse(await foxhunt('sweep-status', id, '--json')) as { sweep: { best: { runId: string; checkpoint: unknown } }; leaderboard: LeaderboardRow[] };
     const board = status.leaderboard;
     expect(board).toHaveLength(12);

@@ -138,7 +138,10 @@ describe('a sweep end to end on simulated workers', () => {
     opened.push(new Worker(sweepsQ.name, async (job) => processSweepJob(job, { redis, keys, queue: epochsQ, sweepsQueue: sweepsQ }), { connection: bullConnection(url) }));
     await sweepsQ.add(SWEEP_JOB, { sweepId: id }, { jobId: sweepJobId(id) });
 
-    await waitFor(async () => (await store.get(id))?.status === 'completed', 60_000, 'the sweep to complete');
+    // The release script marks the sweep completed atomically; finishSweep writes its result (best) right
+    // after (resume mends a crash in between): wait for both.
+    await waitFor(async () => { const r = await store.get(id); return r?.status === 'completed' && r.best !== null; },
+      60_000, 'the sweep to complete and record its best run');
     const done = await store.get(id);
     const board = await store.leaderboard(id, 'max');
     expect(board).toHaveLength(12);
