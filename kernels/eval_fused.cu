@@ -1,54 +1,73 @@
 /*
  * eval_fused.cu — the fused greedy evaluation (native/src/cuda/eval.h, fh_launch_eval_fused): one
- * persistent cooperative kernel runs every evaluation step of every segment, instead of a cuBLASLt
- * forward + expected-Q + step launch sequence per step.
+ * kernel launch runs every evaluation step of every segment, instead of a cuBLASLt forward +
+ * expected-Q + step launch sequence per step.
+ *
+ * The observation of a segment is [the W feature rows ending at its cursor t | 8 account features],
+ * and the cursor of segment r at step i is known in advance: t = b_r + min(i, e_r - b_r - 1). So the
+ * market part of the first layer does not depend on the policy: before the kernel, ONE cuBLASLt GEMM
+ * computes P1 = Xval W1^T (fp32) for every validation bar (Xval: the bf16 market windows of every bar,
+ * account columns zero, built once at setup). Per step only the 8 account features are new.
  *
  * Rows (segments) are independent through the whole network, so the S rows are cut into tiles of 16
- * and the grid into `teams` of G blocks; team j owns row tiles j, j + teams, ... and only its own G
- * blocks ever wait for each other (a counter per team in global memory, release/acquire). Per step:
+ * and every tile is owned by one thread-block cluster of EF_C blocks (Hopper distributed shared
+ * memory). The clusters never wait for each other. Per step, inside a cluster:
  *
- *   L1  a1 = relu(obs W1^T + b1)        (16-row tile) x (this block's 8-column units of h1)
- *   L2  a2 = relu(a1 W2^T + b2)          same for h2
- *   LH  ah = relu(a2 WH^T + bH)          all heads' first layers, (1+nb)*hh columns
- *   LO  logits = ah_k WO_k^T + bO_k      every head's output layer (block diagonal: a unit of head k
- *                                        reads ah's columns of head k), fp32, heads side by side
- *   EQ  per row (one block each): expected Q (fh_dev_expected_q_r of net_device.cuh), greedy argmax,
- *       env step and booking (eval_device.cuh), observation of the new state (cuda_env_gather.cuh)
+ *   A   h1 = relu(P1[t] + b1 + acc W1acc^T)  every block, its own copy of the 16 x h1 tile (mma.sync
+ *       m16n8k8 over the 8 account features, accumulator initialised with P1 + b1; P1's rows of the
+ *       step were prefetched with cp.async during the previous step)
+ *       L2  a2 = relu(h1 W2^T + b2)   this block's 8-column units of a2, stored into EVERY block's
+ *                                     a2 tile (st to distributed shared memory)
+ *   B   LH  ah = relu(a2 WH^T + bH)   all heads' first layers, (1+nb)*hh columns, same
+ *   C   LO  logits = ah_k WO_k^T + bO_k   every head's output layer (block diagonal: a unit of head k
+ *                                     reads ah's columns of head k), fp32, stored into the shared
+ *                                     memory of the block that owns the row (row j of the tile:
+ *                                     block j % EF_C)
+ *   D   per owned row: expected Q (fh_dev_expected_q_r of net_device.cuh), greedy argmax, env step
+ *       and booking (eval_device.cuh), the new account features, stored into every block's tile
  *
- * with a team barrier after each phase (5 per step). Every block keeps the bf16 weight rows of its
- * units of all four layers in shared memory for the whole evaluation (loaded once at the start);
- * activations go through global memory/L2 (read with ld.global.cg: written by other blocks during
- * this kernel, so never through L1). GEMMs: mma.sync m16n8k16 bf16 -> fp32, the K steps split over
- * the block's 8 warps and the partial tiles summed in a fixed order in shared memory; bias (+ ReLU)
- * in fp32, as the cuBLASLt epilogues do. Biases: bf16 shadow for the trunk and head first layers,
- * fp32 master for the head outputs, as fh_net_forward. Built with -fmad=false (the env money math);
- * the GEMMs are tensor-core instructions either way.
+ * with a hardware cluster barrier after each phase (4 per step). Every block keeps the bf16 weight
+ * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
+ * evaluation. GEMMs: mma.sync m16n8k16 bf16 -> fp32, the K steps split over the block's 8 warps and
+ * the partial tiles summed in a fixed order in shared memory; bias (+ ReLU) in fp32, as the cuBLASLt
+ * epilogues do. Biases: bf16 shadow for the trunk and head first layers, fp32 master for the head
+ * outputs, as fh_net_forward. Built with -fmad=false (the env money math); the GEMMs are
+ * tensor-core instructions either way. The results agree with the cuBLASLt loop to float rounding
+ * (the first layer's sums run in another order), not bit for bit.
  *
  * fh_eval_fused_setup checks the shapes (row widths multiples of 8, hh of 16, <= EF_MAXU units of 8
- * columns per block and layer, shared memory, co-residency of all blocks) and leaves the fused path
- * off with the reason otherwise.
+ * columns per block and layer, shared memory, cluster launch, the P1/Xval memory) and leaves the
+ * fused path off with the reason otherwise.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cooperative_groups.h>
+
 #include "eval_device.cuh"
 #include "net_device.cuh"
 #include "../native/src/cuda/net.h"
 
+namespace cg = cooperative_groups;
+
 #define EF_THREADS 256
 #define EF_WARPS (EF_THREADS / 32)
-#define EF_MT 16      /* rows per tile (the mma M) */
-#define EF_MAXU 8     /* 8-column units per block and layer */
-#define EF_MAXSEG 4   /* column segments of a layer (the output layer: one per head) */
-#define EF_MAXQ 64    /* expected-Q columns */
-#define EF_BATCH 8    /* 16-byte loads in flight per thread when staging an input tile */
+#define EF_MT 16              /* rows per tile (the mma M) */
+#define EF_C 8                /* blocks per cluster (portable cluster size) */
+#define EF_OWN (EF_MT / EF_C) /* rows each block owns (phase D) */
+#define EF_MAXU 12            /* 8-column units per block and layer */
+#define EF_MAXSEG 4           /* column segments of a layer (the output layer: one per head) */
+#define EF_MAXQ 64            /* expected-Q columns */
+#define EF_NPROF 10
+
+static_assert(FH_ENV_ACCOUNT == 8, "the first layer's account part is one m16n8k8 step");
 
 static __host__ __device__ __forceinline__ int32_t ef_pad16(int32_t n) { return (n + 15) / 16 * 16; }
 static inline uint32_t ef_align16(uint32_t n) { return (n + 15u) / 16u * 16u; }
 
 /* Columns [c0, c1) of a layer's output: weight rows W + (c - c0) * K, bias b16 or b32 at c - c0, input
- * columns a_off .. a_off + K of the staged tile. */
+ * columns a_off .. a_off + K of the input tile. */
 struct ef_seg {
   int32_t c0, c1;
   const fh_bf16* W;
@@ -62,13 +81,12 @@ struct ef_layer {
   int32_t ksteps;     /* pad16(K) / 16 */
   int32_t ws;         /* shared-memory stride of a weight row (elements) = pad16(K) + 8 */
   int32_t U;          /* output units of 8 columns */
-  int32_t Kin;        /* staged input width (elements, multiple of 8) */
   int32_t nseg;
   ef_seg seg[EF_MAXSEG];
-  const fh_bf16* in;  /* (S, ld_in) */
-  int32_t ld_in;
-  void* out;          /* relu: bf16 (S, ld_out) after ReLU; else fp32 (S, ld_out) */
-  int32_t ld_out;
+  uint32_t in_off;    /* input tile (bf16, 16 x in_s) in shared memory */
+  int32_t in_s;
+  uint32_t out_off;   /* relu: the next layer's input tile (bf16, 16 x out_s) in every block; else the logits rows */
+  int32_t out_s;
   int32_t relu;
   uint32_t w_off, b_off;  /* shared-memory byte offsets of this block's weight rows and biases */
 };
@@ -76,30 +94,34 @@ struct ef_layer {
 struct ef_params {
   fh_eval_args ea;
   fh_eval_q qa;
-  int32_t S, n_tiles, teams, G, max_steps;
-  int32_t as;             /* staged input tile stride (elements) */
+  int32_t S, n_tiles, max_steps;
+  int32_t h1, D, wm;      /* first layer width, obs width, market columns (D - 8) */
+  const float* p1;        /* (n_val, h1) fp32: market part of the first layer, no bias */
+  const fh_bf16* w1;      /* (h1, D) bf16 shadow */
+  const fh_bf16* b1;      /* (h1) bf16 shadow */
+  int32_t p1s;            /* P1 tile stride (floats) */
   int32_t ps;             /* partial tile stride (floats) */
-  uint32_t a_off, part_off, row_off, q_off, acc_off;
-  ef_layer L[4];
+  uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
+  ef_layer L[3];          /* L2, LH, LO */
   int32_t atoms, nb, nq, lot;
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
   float v_min, v_max;
-  const float* logits;    /* (S, lot) */
-  fh_bf16* obs;           /* (S, ld_obs) */
-  int32_t ld_obs;
-  int32_t vec;
-  unsigned* bar;
   float* q_log;
-  unsigned long long* prof;  /* tests: NULL, or 10 counters (block 0's cycles per phase, see the kernel) */
+  unsigned long long* prof;  /* tests: NULL, or EF_NPROF counters (block 0's cycles per phase, see the kernel) */
 };
 
 __device__ __forceinline__ uint32_t ef_lds32(const fh_bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
+__device__ __forceinline__ uint32_t ef_pack(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+/* bf16 tensor-core steps; never launched from code built below sm_80 (fh_eval_fused_setup checks the
+ * kernel's PTX version): NaN, not silence, if it ever were */
 __device__ __forceinline__ void ef_mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                        uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  /* never launched from code built below sm_80 (fh_eval_fused_setup checks the kernel's PTX version);
-   * NaN, not silence, if it ever were */
   (void)a0; (void)a1; (void)a2; (void)a3; (void)b0; (void)b1;
   c[0] = c[1] = c[2] = c[3] = __int_as_float(0x7fc00000);
 #else
@@ -111,38 +133,41 @@ __device__ __forceinline__ void ef_mma(float* c, uint32_t a0, uint32_t a1, uint3
 #endif
 }
 
-/* Barrier of the G blocks of one team: monotonic counter, target advanced by G per barrier. Thread 0
- * publishes the block's writes with a gpu-scope release reduction and waits with acquire loads; the
- * CTA barriers around it order the other threads' accesses (the pattern of CUTLASS's grid barrier). */
-__device__ __forceinline__ void ef_team_barrier(unsigned* ctr, unsigned& target, unsigned G) {
-  __syncthreads();
-  target += G;
-  if (threadIdx.x == 0) {
-    asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(ctr), "r"(1u) : "memory");
-    unsigned v;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ctr) : "memory");
-    } while (v < target);
-  }
-  __syncthreads();
+__device__ __forceinline__ void ef_mma_k8(float* c, uint32_t a0, uint32_t a1, uint32_t b0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  (void)a0; (void)a1; (void)b0;
+  c[0] = c[1] = c[2] = c[3] = __int_as_float(0x7fc00000);
+#else
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0));
+#endif
 }
 
-__device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int32_t c) {
+/* 16 bytes global -> shared without registers; zero-filled when !valid (src is then not read). */
+__device__ __forceinline__ void ef_cp16(void* dst, const void* src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void ef_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void ef_cp_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int c) {
   int s = 0;
   while (s + 1 < Ly.nseg && c >= Ly.seg[s].c1) ++s;
   return Ly.seg[s];
 }
 
 /* This block's units [u0, u0 + nu) of a layer. */
-__device__ __forceinline__ void ef_units(const ef_layer& Ly, int b, int G, int& u0, int& nu) {
-  u0 = b * Ly.U / G;
-  nu = (b + 1) * Ly.U / G - u0;
+__device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, int& nu) {
+  u0 = rank * Ly.U / EF_C;
+  nu = (rank + 1) * Ly.U / EF_C - u0;
 }
 
 /* Once per kernel: this block's weight rows (zero-padded to pad16(K)) and fp32 biases. */
-__device__ void ef_load_weights(const ef_params& P, const ef_layer& Ly, int b, unsigned char* sm) {
+__device__ void ef_load_weights(const ef_layer& Ly, int rank, unsigned char* sm) {
   int u0, nu;
-  ef_units(Ly, b, P.G, u0, nu);
+  ef_units(Ly, rank, u0, nu);
   fh_bf16* sw = reinterpret_cast<fh_bf16*>(sm + Ly.w_off);
   float* sb = reinterpret_cast<float*>(sm + Ly.b_off);
   const int rows = nu * 8, cpr = Ly.ws / 8;
@@ -160,33 +185,60 @@ __device__ void ef_load_weights(const ef_params& P, const ef_layer& Ly, int b, u
   }
 }
 
-/* One layer on row tile m: out[rows of m, this block's columns] (all threads of the block). */
-__device__ void ef_gemm_tile(const ef_params& P, const ef_layer& Ly, int m, int b, unsigned char* sm) {
+/* Cursor of row r (< S) at step i. */
+__device__ __forceinline__ int64_t ef_cursor(const int32_t* sseg, int j, int step) {
+  const int32_t b = sseg[2 * j], len = sseg[2 * j + 1];
+  return (int64_t)b + (step < len - 1 ? step : len - 1);
+}
+
+/* Issue the cp.async loads of tile m's P1 rows of step `step` (zeros past S). */
+__device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_t* sseg, unsigned char* sm) {
+  float* dst = reinterpret_cast<float*>(sm + P.p1_off);
+  const int c4 = P.h1 / 4, total = EF_MT * c4;
+  for (int idx = threadIdx.x; idx < total; idx += EF_THREADS) {
+    const int j = idx / c4, c = (idx % c4) * 4, row = m * EF_MT + j;
+    const bool valid = row < P.S;
+    const float* src = P.p1;
+    if (valid) src += (ef_cursor(sseg, j, step) - P.ea.val_begin) * (int64_t)P.h1 + c;
+    ef_cp16(dst + j * P.p1s + c, src, valid);
+  }
+  ef_cp_commit();
+}
+
+/* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place). */
+__device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float* p1 = reinterpret_cast<const float*>(sm + P.p1_off);
+  const fh_bf16* wacc = reinterpret_cast<const fh_bf16*>(sm + P.wacc_off);
+  const float* b1 = reinterpret_cast<const float*>(sm + P.b1_off);
+  const fh_bf16* acc = reinterpret_cast<const fh_bf16*>(sm + P.acc_off);
+  fh_bf16* h1 = reinterpret_cast<fh_bf16*>(sm + P.L[0].in_off);
+  const int hs = P.L[0].in_s;
+  const uint32_t a0 = ef_lds32(acc + g * 8 + 2 * t), a1 = ef_lds32(acc + (g + 8) * 8 + 2 * t);
+  for (int u = warp; u < P.h1 / 8; u += EF_WARPS) {
+    const int c = u * 8 + 2 * t;
+    float d[4];
+    d[0] = p1[g * P.p1s + c] + b1[c];
+    d[1] = p1[g * P.p1s + c + 1] + b1[c + 1];
+    d[2] = p1[(g + 8) * P.p1s + c] + b1[c];
+    d[3] = p1[(g + 8) * P.p1s + c + 1] + b1[c + 1];
+    ef_mma_k8(d, a0, a1, ef_lds32(wacc + (u * 8 + g) * 8 + 2 * t));
+    *reinterpret_cast<uint32_t*>(h1 + g * hs + c) = ef_pack(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
+    *reinterpret_cast<uint32_t*>(h1 + (g + 8) * hs + c) = ef_pack(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
+  }
+}
+
+/* One layer on tile m: this block's columns of every tile row, from the input tile in this block's
+ * shared memory, into the next layer's tile of every block of the cluster (relu) or into the
+ * logits rows of the rows' owners (all threads of the block). */
+__device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
+                              cg::cluster_group& cl) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   int u0, nu;
-  ef_units(Ly, b, P.G, u0, nu);
-  fh_bf16* sA = reinterpret_cast<fh_bf16*>(sm + P.a_off);
-  /* stage the 16 input rows (zeros past S and past Kin up to pad16(Kin)); EF_BATCH loads in flight
-   * per thread before their stores */
-  const int kin8 = ef_pad16(Ly.Kin) / 8, total = EF_MT * kin8;
-  for (int base = tid; base < total; base += EF_THREADS * EF_BATCH) {
-    uint4 v[EF_BATCH];
-#pragma unroll
-    for (int j = 0; j < EF_BATCH; ++j) {
-      const int idx = base + j * EF_THREADS;
-      const int r = idx / kin8, k = (idx % kin8) * 8, row = m * EF_MT + r;
-      v[j] = make_uint4(0u, 0u, 0u, 0u);
-      if (idx < total && row < P.S && k < Ly.Kin)
-        v[j] = __ldcg(reinterpret_cast<const uint4*>(Ly.in + (int64_t)row * Ly.ld_in + k));
-    }
-#pragma unroll
-    for (int j = 0; j < EF_BATCH; ++j) {
-      const int idx = base + j * EF_THREADS;
-      if (idx < total) *reinterpret_cast<uint4*>(sA + (idx / kin8) * P.as + (idx % kin8) * 8) = v[j];
-    }
-  }
-  __syncthreads();
-  if (nu <= 0) return;  /* uniform over the block; the caller's barrier follows */
+  ef_units(Ly, rank, u0, nu);
+  if (nu <= 0) return; /* uniform over the block; the caller's barrier follows */
+  const fh_bf16* sA = reinterpret_cast<const fh_bf16*>(sm + Ly.in_off);
+  const int as = Ly.in_s;
   const fh_bf16* sW = reinterpret_cast<const fh_bf16*>(sm + Ly.w_off);
   float acc[EF_MAXU][4];
   int aoff[EF_MAXU];
@@ -205,10 +257,10 @@ __device__ void ef_gemm_tile(const ef_params& P, const ef_layer& Ly, int m, int 
         if (aoff[u] != cur) {
           cur = aoff[u];
           const fh_bf16* pa = sA + cur + k0;
-          a0 = ef_lds32(pa + g * P.as);
-          a1 = ef_lds32(pa + (g + 8) * P.as);
-          a2 = ef_lds32(pa + g * P.as + 8);
-          a3 = ef_lds32(pa + (g + 8) * P.as + 8);
+          a0 = ef_lds32(pa + g * as);
+          a1 = ef_lds32(pa + (g + 8) * as);
+          a2 = ef_lds32(pa + g * as + 8);
+          a3 = ef_lds32(pa + (g + 8) * as + 8);
         }
         const fh_bf16* pb = sW + (u * 8 + g) * Ly.ws + k0;
         ef_mma(acc[u], a0, a1, a2, a3, ef_lds32(pb), ef_lds32(pb + 8));
@@ -229,84 +281,119 @@ __device__ void ef_gemm_tile(const ef_params& P, const ef_layer& Ly, int m, int 
   }
   __syncthreads();
   const float* sb = reinterpret_cast<const float*>(sm + Ly.b_off);
-  const int ncol = nu * 8;
-  for (int idx = tid; idx < EF_MT * ncol; idx += EF_THREADS) {
-    const int r = idx / ncol, c = idx % ncol, row = m * EF_MT + r;
-    if (row >= P.S) continue;
-    float v = 0.0f;
+  const int ncol = nu * 8, npair = ncol / 2;
+  for (int idx = tid; idx < EF_MT * npair; idx += EF_THREADS) {
+    const int r = idx / npair, c = 2 * (idx % npair);
+    float v0 = 0.0f, v1 = 0.0f;
 #pragma unroll
-    for (int w = 0; w < EF_WARPS; ++w) v += part[(w * EF_MT + r) * P.ps + c];
-    v += sb[c];
-    const int64_t o = (int64_t)row * Ly.ld_out + u0 * 8 + c;
-    if (Ly.relu)
-      static_cast<fh_bf16*>(Ly.out)[o] = __float2bfloat16_rn(fmaxf(v, 0.0f));
-    else
-      static_cast<float*>(Ly.out)[o] = v;
+    for (int w = 0; w < EF_WARPS; ++w) {
+      v0 += part[(w * EF_MT + r) * P.ps + c];
+      v1 += part[(w * EF_MT + r) * P.ps + c + 1];
+    }
+    v0 += sb[c];
+    v1 += sb[c + 1];
+    const int col = u0 * 8 + c;
+    if (Ly.relu) {
+      const uint32_t h = ef_pack(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+      fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
+#pragma unroll
+      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint32_t*>(cl.map_shared_rank(local, k)) = h;
+    } else {
+      if (m * EF_MT + r >= P.S) continue;
+      float* local = reinterpret_cast<float*>(sm + Ly.out_off) + (r / EF_C) * Ly.out_s + col;
+      float2* dst = reinterpret_cast<float2*>(cl.map_shared_rank(local, r % EF_C));
+      *dst = make_float2(v0, v1);
+    }
   }
 }
 
-/* Expected Q, greedy step i and the new observation of row (segment) r (all threads of the block).
- * The new cursor is known before the step (t + 1 when the segment steps, else t), so the last warp
- * gathers the observation's feature rows while the others compute the expected Q; the 8 account
- * features (which need the stepped state) are written over last. */
-__device__ void ef_row_step(const ef_params& P, int r, int step, unsigned char* sm) {
+/* Phase D for this block's rows of tile m: expected Q, greedy step `step` (step < 0: none, the
+ * prologue), and the new account features into every block's account tile. */
+__device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const fh_eval_args& a = P.ea;
-  float* srow = reinterpret_cast<float*>(sm + P.row_off);
+  const float* logits = reinterpret_cast<const float*>(sm + P.log_off);
   float* sq = reinterpret_cast<float*>(sm + P.q_off);
-  float* sacc = reinterpret_cast<float*>(sm + P.acc_off);
-  const bool stepping = step < a.seg_end[r] - a.seg_begin[r] - 1;
-  fh_bf16* dst = P.obs + (int64_t)r * P.ld_obs;
-  if (warp == EF_WARPS - 1) {
-    const int64_t t_new = a.state[r].t + (stepping ? 1 : 0);
-    if (P.vec)
-      fh_gather_obs_row<fh_bf16, true>(a.m.features, a.m.n_features, a.p.window, t_new, sacc, lane, dst);
-    else
-      fh_gather_obs_row<fh_bf16, false>(a.m.features, a.m.n_features, a.p.window, t_new, sacc, lane, dst);
-  } else {
-    for (int c = tid; c < P.lot; c += EF_THREADS - 32) srow[c] = __ldcg(P.logits + (int64_t)r * P.lot + c);
-    asm volatile("bar.sync 1, %0;" ::"r"(EF_THREADS - 32) : "memory");
-    for (int p = warp; p < P.nq; p += EF_WARPS - 1) {
+  fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off);
+  const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
+  if (step >= 0) {
+    for (int task = warp; task < EF_OWN * P.nq; task += EF_WARPS) {
+      const int o = task / P.nq, p = task % P.nq, j = rank + EF_C * o, r = m * EF_MT + j;
+      if (r >= P.S) continue;
       int d = 0;
       while (d + 1 < P.nb && p >= P.qa.q_off[d + 1]) ++d;
+      const float* srow = logits + o * P.lot;
       const float q = fh_dev_expected_q_r(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max,
                                           p - P.qa.q_off[d], lane);
       if (lane == 0) {
-        sq[p] = q;
+        sq[o * EF_MAXQ + p] = q;
         if (P.q_log) P.q_log[((int64_t)step * P.S + r) * P.nq + p] = q;
       }
     }
+    __syncthreads();
   }
-  __syncthreads();
-  if (tid == 0) {
-    fh_env_state s = a.state[r];
-    if (stepping) {
-      int32_t act[FH_MAX_BRANCHES];
-      fh_eval_greedy(P.qa, sq, act);
-      fh_eval_step_one(a, s, act[0], act[1], act[2]);
-      a.state[r] = s;
-    }
-    float acc[FH_ENV_ACCOUNT];
-    fh_env_account(a.m, a.p, s, acc);
-    const int32_t n = a.p.window * a.m.n_features;
+  if (lane == 0 && warp < EF_OWN) {
+    const int o = warp, j = rank + EF_C * o, r = m * EF_MT + j;
+    if (r < P.S) {
+      fh_env_state s = st[o];
+      if (step >= 0 && step < sseg[2 * j + 1] - 1) {
+        int32_t act[FH_MAX_BRANCHES];
+        fh_eval_greedy(P.qa, sq + o * EF_MAXQ, act);
+        fh_eval_step_one(a, s, act[0], act[1], act[2]);
+        st[o] = s;
+      }
+      float f[FH_ENV_ACCOUNT];
+      fh_env_account(a.m, a.p, s, f);
+      uint4 v;
+      v.x = ef_pack(f[0], f[1]);
+      v.y = ef_pack(f[2], f[3]);
+      v.z = ef_pack(f[4], f[5]);
+      v.w = ef_pack(f[6], f[7]);
+      fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
-    for (int i = 0; i < FH_ENV_ACCOUNT; ++i) dst[n + i] = __float2bfloat16_rn(acc[i]);
+      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
+    }
   }
-  __syncthreads();
 }
 
-/* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 2l = layer l's work, 2l+1 = the
- * barrier after it (waiting for the team's slowest block), 8 = the row step, 9 = its barrier. */
+/* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1 + L2, 1 = the
+ * barrier after it, 2/3 = LH, 4/5 = LO, 6/7 = expected Q + step, 8 = of slot 0 the P1 wait alone. */
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
   extern __shared__ __align__(16) unsigned char sm[];
-  __shared__ long long s_prof[10];
-  const int team = blockIdx.x / P.G, b = blockIdx.x % P.G;
+  __shared__ long long s_prof[EF_NPROF];
+  cg::cluster_group cl = cg::this_cluster();
+  const int rank = (int)cl.block_rank(), m = blockIdx.x / EF_C;
   const bool prof = P.prof != nullptr && blockIdx.x == 0 && threadIdx.x == 0;
-  if (threadIdx.x < 10) s_prof[threadIdx.x] = 0;
-  for (int l = 0; l < 4; ++l) ef_load_weights(P, P.L[l], b, sm);
+  if (threadIdx.x < EF_NPROF) s_prof[threadIdx.x] = 0;
+  /* weights, W1's account columns, b1, the tile's segments, the owned rows' states, zero accounts */
+  for (int l = 0; l < 3; ++l) ef_load_weights(P.L[l], rank, sm);
+  {
+    fh_bf16* wacc = reinterpret_cast<fh_bf16*>(sm + P.wacc_off);
+    float* b1 = reinterpret_cast<float*>(sm + P.b1_off);
+    for (int c = threadIdx.x; c < P.h1; c += EF_THREADS) {
+      *reinterpret_cast<uint4*>(wacc + c * 8) = *reinterpret_cast<const uint4*>(P.w1 + (int64_t)c * P.D + P.wm);
+      b1[c] = __bfloat162float(P.b1[c]);
+    }
+    int32_t* sseg = reinterpret_cast<int32_t*>(sm + P.seg_off);
+    for (int j = threadIdx.x; j < EF_MT; j += EF_THREADS) {
+      const int r = m * EF_MT + j;
+      sseg[2 * j] = r < P.S ? P.ea.seg_begin[r] : 0;
+      sseg[2 * j + 1] = r < P.S ? P.ea.seg_end[r] - P.ea.seg_begin[r] : 1;
+    }
+    fh_bf16* acc = reinterpret_cast<fh_bf16*>(sm + P.acc_off);
+    for (int i = threadIdx.x; i < EF_MT * FH_ENV_ACCOUNT; i += EF_THREADS) acc[i] = __float2bfloat16_rn(0.0f);
+    fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off);
+    if (threadIdx.x < EF_OWN) {
+      const int r = m * EF_MT + rank + EF_C * threadIdx.x;
+      if (r < P.S) st[threadIdx.x] = P.ea.state[r];
+    }
+  }
   __syncthreads();
-  unsigned* ctr = P.bar + team * 32;
-  unsigned target = 0;
+  const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
+  if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
+  cl.sync(); /* every block of the cluster runs and has zeroed its account tile */
+  ef_rows(P, m, rank, -1, sm, cl);
+  cl.sync();
   long long tp = clock64();
 #define EF_MARK(slot)                  \
   if (prof) {                          \
@@ -315,32 +402,56 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    for (int l = 0; l < 4; ++l) {
-      for (int m = team; m < P.n_tiles; m += P.teams) ef_gemm_tile(P, P.L[l], m, b, sm);
-      EF_MARK(2 * l);
-      ef_team_barrier(ctr, target, P.G);
-      EF_MARK(2 * l + 1);
-    }
-    for (int m = team; m < P.n_tiles; m += P.teams)
-      for (int j = b; j < EF_MT; j += P.G) {
-        const int r = m * EF_MT + j;
-        if (r < P.S) ef_row_step(P, r, step, sm);
-      }
-    EF_MARK(8);
-    ef_team_barrier(ctr, target, P.G);
-    EF_MARK(9);
+    const long long t0 = prof ? clock64() : 0;
+    ef_cp_wait();
+    __syncthreads();
+    if (prof) s_prof[8] += clock64() - t0;
+    ef_build_h1(P, sm);
+    __syncthreads();
+    if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
+    ef_layer_tile(P, P.L[0], m, rank, sm, cl);
+    EF_MARK(0);
+    cl.sync();
+    EF_MARK(1);
+    ef_layer_tile(P, P.L[1], m, rank, sm, cl);
+    EF_MARK(2);
+    cl.sync();
+    EF_MARK(3);
+    ef_layer_tile(P, P.L[2], m, rank, sm, cl);
+    EF_MARK(4);
+    cl.sync();
+    EF_MARK(5);
+    ef_rows(P, m, rank, step, sm, cl);
+    EF_MARK(6);
+    cl.sync();
+    EF_MARK(7);
   }
 #undef EF_MARK
+  if (threadIdx.x < EF_OWN) {
+    const int r = m * EF_MT + rank + EF_C * threadIdx.x;
+    if (r < P.S) P.ea.state[r] = reinterpret_cast<const fh_env_state*>(sm + P.st_off)[threadIdx.x];
+  }
   if (prof)
-    for (int i = 0; i < 10; ++i) P.prof[i] = (unsigned long long)s_prof[i];
+    for (int i = 0; i < EF_NPROF; ++i) P.prof[i] = (unsigned long long)s_prof[i];
+}
+
+/* Xval row v = the bf16 market window of bar val_begin + v, account columns zero (one warp per row). */
+template <bool VEC>
+static __global__ void ef_xval_kernel(fh_market_view m, int32_t window, int64_t val_begin, int64_t n_val, int32_t D,
+                                      fh_bf16* __restrict__ xval) {
+  const int64_t v = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (v >= n_val) return;
+  const float zero[FH_ENV_ACCOUNT] = {};
+  fh_gather_obs_row<fh_bf16, VEC>(m.features, m.n_features, window, val_begin + v, zero, lane, xval + v * D);
 }
 
 /* ---------------------------------------------------------------- host */
 
 void fh_eval_fused_free(fh_eval_fused* f) {
   if (!f) return;
-  if (f->logits) cudaFree(f->logits);
-  if (f->bar) cudaFree(f->bar);
+  if (f->xval) cudaFree(f->xval);
+  if (f->p1) cudaFree(f->p1);
   free(f->params);
   memset(f, 0, sizeof *f);
 }
@@ -353,21 +464,15 @@ static fh_status ef_off(fh_eval_fused* f, const char* fmt, int a = 0, int b = 0)
 
 static const fh_bf16* ef_sh(const fh_net* net, int64_t off) { return static_cast<const fh_bf16*>(net->online_sh) + off; }
 
-static void ef_trunk(ef_layer& Ly, int K, int N, const fh_bf16* W, const fh_bf16* b, const void* in, int ld_in,
-                     void* out, int ld_out) {
+static void ef_dense(ef_layer& Ly, int K, int N, const fh_bf16* W, const fh_bf16* b) {
   memset(&Ly, 0, sizeof Ly);
   Ly.K = K;
-  Ly.Kin = K;
   Ly.U = N / 8;
   Ly.nseg = 1;
   Ly.seg[0].c0 = 0;
   Ly.seg[0].c1 = N;
   Ly.seg[0].W = W;
   Ly.seg[0].b16 = b;
-  Ly.in = static_cast<const fh_bf16*>(in);
-  Ly.ld_in = ld_in;
-  Ly.out = out;
-  Ly.ld_out = ld_out;
   Ly.relu = 1;
 }
 
@@ -382,18 +487,15 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   const fh_layout& L = net->L;
   if (net->op != FH_BF16) return ef_off(f, "deterministic (fp32) mode uses the cuBLASLt path");
   if (L.D % 8 || L.h1 % 8 || L.h2 % 8) return ef_off(f, "obs_dim, hidden1 and hidden2 must be multiples of 8");
+  if (L.D - FH_ENV_ACCOUNT != ev->p.window * ev->view.n_features) return ef_off(f, "observation layout");
   if (L.hh % 16) return ef_off(f, "head_hidden must be a multiple of 16");
   if (L.atoms > FH_MAX_ATOMS_GPU) return ef_off(f, "atoms > %d", FH_MAX_ATOMS_GPU);
   if (net->nq > EF_MAXQ || L.n_branches != FH_MAX_BRANCHES) return ef_off(f, "more than %d actions or not 3 branches", EF_MAXQ);
-  int dev = 0, sms = 0, coop = 0, smem_max = 0;
+  int dev = 0, smem_max = 0, major = 0;
   FH_CUDA_TRY(cudaGetDevice(&dev));
-  FH_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  FH_CUDA_TRY(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev));
   FH_CUDA_TRY(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  if (!coop) return ef_off(f, "the device has no cooperative launch");
-  int major = 0;
   FH_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  if (major < 8) return ef_off(f, "bf16 mma.sync needs compute capability 8.0 or newer (this device: %d)", major);
+  if (major < 9) return ef_off(f, "thread-block clusters need compute capability 9.0 or newer (this device: %d)", major);
 
   ef_params* P = static_cast<ef_params*>(calloc(1, sizeof(ef_params)));
   if (!P) return FH_ERR_OUT_OF_MEMORY;
@@ -401,27 +503,25 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   const int S = ev->n_seg;
   P->S = S;
   P->n_tiles = CEIL_DIV(S, EF_MT);
-  P->teams = P->n_tiles < (sms / 16 > 0 ? sms / 16 : 1) ? P->n_tiles : (sms / 16 > 0 ? sms / 16 : 1);
-  P->G = sms / P->teams < 16 ? sms / P->teams : 16;
-  if (P->G < 1) P->G = 1;
   P->max_steps = ev->max_steps;
   P->ea = fh_eval_make_args(*ev);
   P->qa = fh_eval_make_q(*ev);
+  P->h1 = L.h1;
+  P->D = L.D;
+  P->wm = L.D - FH_ENV_ACCOUNT;
+  P->w1 = ef_sh(net, L.W1);
+  P->b1 = ef_sh(net, L.b1);
 
-  const fh_net_pass& X = net->pass[1];
   const int HH = L.n_heads * L.hh;
-  ef_trunk(P->L[0], L.D, L.h1, ef_sh(net, L.W1), ef_sh(net, L.b1), X.x, L.D, X.a1, L.h1);
-  ef_trunk(P->L[1], L.h1, L.h2, ef_sh(net, L.W2), ef_sh(net, L.b2), X.a1, L.h1, X.a2, L.h2);
-  ef_trunk(P->L[2], L.h2, HH, ef_sh(net, L.WH), ef_sh(net, L.bH), X.a2, L.h2, X.ah, HH);
+  ef_dense(P->L[0], L.h1, L.h2, ef_sh(net, L.W2), ef_sh(net, L.b2));
+  ef_dense(P->L[1], L.h2, HH, ef_sh(net, L.WH), ef_sh(net, L.bH));
   int lot = 0;
   for (int k = 0; k < L.n_heads; ++k) lot += L.out_pad[k];
   P->lot = lot;
-  FH_CUDA_TRY(cudaMalloc(&f->logits, sizeof(float) * (size_t)S * lot));
   {
-    ef_layer& Ly = P->L[3];
+    ef_layer& Ly = P->L[2];
     memset(&Ly, 0, sizeof Ly);
     Ly.K = L.hh;
-    Ly.Kin = HH;
     Ly.U = lot / 8;
     Ly.nseg = L.n_heads;
     int c = 0;
@@ -434,52 +534,99 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
       if (k > 0) P->abase[k - 1] = c;
       c += L.out_pad[k];
     }
-    Ly.in = static_cast<const fh_bf16*>(X.ah);
-    Ly.ld_in = HH;
-    Ly.out = f->logits;
-    Ly.ld_out = lot;
     Ly.relu = 0;
   }
-  /* shared memory: per layer this block's weight rows and biases (the widest block), staged input
-   * tile, per-warp partial tiles, one logits row, Q, a scratch account row */
+  /* shared memory: per layer this block's weight rows and biases, W1's account columns and b1, the
+   * P1 tile (fp32), the three input tiles (bf16), the account tile, per-warp partial tiles, the owned
+   * rows' logits, Q and states, the tile's segments */
   uint32_t off = 0;
-  int maxu = 1, max_kin = 8;
-  for (int l = 0; l < 4; ++l) {
+  int maxu = 1;
+  for (int l = 0; l < 3; ++l) {
     ef_layer& Ly = P->L[l];
     Ly.ksteps = ef_pad16(Ly.K) / 16;
     Ly.ws = ef_pad16(Ly.K) + 8;
-    const int nu = CEIL_DIV(Ly.U, P->G);
-    if (nu > EF_MAXU) return ef_off(f, "layer %d needs %d units of 8 columns per block (max 8)", l, nu);
+    const int nu = CEIL_DIV(Ly.U, EF_C);
+    if (nu > EF_MAXU) return ef_off(f, "layer %d needs %d units of 8 columns per block (max 12)", l + 2, nu);
     if (nu > maxu) maxu = nu;
-    if (Ly.Kin > max_kin) max_kin = Ly.Kin;
     Ly.w_off = off;
     off = ef_align16(off + (uint32_t)(nu * 8 * Ly.ws * 2));
     Ly.b_off = off;
     off = ef_align16(off + (uint32_t)(nu * 8 * 4));
   }
-  P->as = ef_pad16(max_kin) + 8;
+  P->wacc_off = off;
+  off = ef_align16(off + (uint32_t)(L.h1 * FH_ENV_ACCOUNT * 2));
+  P->b1_off = off;
+  off = ef_align16(off + (uint32_t)(L.h1 * 4));
+  P->p1s = L.h1 + 8;
+  P->p1_off = off;
+  off = ef_align16(off + (uint32_t)(EF_MT * P->p1s * 4));
+  const int in_w[3] = {L.h1, L.h2, HH};
+  for (int l = 0; l < 3; ++l) {
+    P->L[l].in_s = ef_pad16(in_w[l]) + 8;
+    P->L[l].in_off = off;
+    off = ef_align16(off + (uint32_t)(EF_MT * P->L[l].in_s * 2));
+  }
+  P->acc_off = off;
+  off = ef_align16(off + EF_MT * FH_ENV_ACCOUNT * 2);
   P->ps = maxu * 8 + 4;
-  P->a_off = off;
-  off = ef_align16(off + (uint32_t)(EF_MT * P->as * 2));
   P->part_off = off;
   off = ef_align16(off + (uint32_t)(EF_WARPS * EF_MT * P->ps * 4));
-  P->row_off = off;
-  off = ef_align16(off + (uint32_t)(lot * 4));
+  P->log_off = off;
+  off = ef_align16(off + (uint32_t)(EF_OWN * lot * 4));
   P->q_off = off;
-  off = ef_align16(off + EF_MAXQ * 4);
-  P->acc_off = off;
-  off = ef_align16(off + FH_ENV_ACCOUNT * 4);
+  off = ef_align16(off + EF_OWN * EF_MAXQ * 4);
+  P->st_off = off;
+  off = ef_align16(off + EF_OWN * (uint32_t)sizeof(fh_env_state));
+  P->seg_off = off;
+  off = ef_align16(off + EF_MT * 2 * 4);
+  for (int l = 0; l < 2; ++l) {
+    P->L[l].out_off = P->L[l + 1].in_off;
+    P->L[l].out_s = P->L[l + 1].in_s;
+  }
+  P->L[2].out_off = P->log_off;
+  P->L[2].out_s = lot;
   f->smem = off;
   if ((int)off > smem_max) return ef_off(f, "needs %d bytes of shared memory per block (the device has %d)", (int)off, smem_max);
   FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)off));
   cudaFuncAttributes fa;
   FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel));
-  if (fa.ptxVersion < 80)
-    return ef_off(f, "the kernel was built for compute_%d (bf16 mma.sync needs 80 or newer: build with sm_90)", fa.ptxVersion);
-  int per_sm = 0;
-  FH_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, eval_fused_kernel, EF_THREADS, off));
-  if (per_sm * sms < P->teams * P->G)
-    return ef_off(f, "%d blocks cannot all be resident (%d per SM)", P->teams * P->G, per_sm);
+  if (fa.ptxVersion < 90)
+    return ef_off(f, "the kernel was built for compute_%d (clusters need 90 or newer: build with sm_90)", fa.ptxVersion);
+  {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = EF_C;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(P->n_tiles * EF_C);
+    cfg.blockDim = dim3(EF_THREADS);
+    cfg.dynamicSmemBytes = off;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel, &cfg));
+    if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
+    f->resident = clusters;
+  }
+
+  /* Xval (built once: the features never change) and the P1 buffer of every evaluation */
+  const size_t xbytes = (size_t)ev->n_val * L.D * 2, pbytes = (size_t)ev->n_val * L.h1 * 4;
+  if (cudaMalloc(&f->xval, xbytes) != cudaSuccess || cudaMalloc(&f->p1, pbytes) != cudaSuccess) {
+    cudaGetLastError(); /* not sticky: clear it */
+    return ef_off(f, "no device memory for the first layer's market part (%d MiB)", (int)((xbytes + pbytes) >> 20));
+  }
+  {
+    const int64_t threads = (int64_t)ev->n_val * 32;
+    const int blocks = (int)CEIL_DIV(threads, 256);
+    fh_bf16* xv = static_cast<fh_bf16*>(f->xval);
+    if (fh_gather_vec_ok(ev->view.n_features, ev->p.window, L.D))
+      ef_xval_kernel<true><<<blocks, 256>>>(ev->view, ev->p.window, ev->val_begin, ev->n_val, L.D, xv);
+    else
+      ef_xval_kernel<false><<<blocks, 256>>>(ev->view, ev->p.window, ev->val_begin, ev->n_val, L.D, xv);
+    FH_LAUNCH_CHECK();
+    FH_CUDA_TRY(cudaDeviceSynchronize());
+  }
 
   P->atoms = L.atoms;
   P->nb = L.n_branches;
@@ -487,30 +634,38 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   for (int d = 0; d < FH_MAX_BRANCHES; ++d) P->n[d] = d < L.n_branches ? L.branch_sizes[d] : 0;
   P->v_min = net->v_min;
   P->v_max = net->v_max;
-  P->logits = f->logits;
-  P->obs = static_cast<fh_bf16*>(X.x);
-  P->ld_obs = L.D;
-  P->vec = fh_gather_vec_ok(ev->view.n_features, ev->p.window, L.D) ? 1 : 0;
-  FH_CUDA_TRY(cudaMalloc(&f->bar, sizeof(unsigned) * 32 * (size_t)P->teams));
-  P->bar = f->bar;
-  f->teams = P->teams;
-  f->team_blocks = P->G;
+  P->p1 = f->p1;
+  f->clusters = P->n_tiles;
+  f->cluster_blocks = EF_C;
   f->threads = EF_THREADS;
   f->why[0] = 0;
   f->on = 1;
   return FH_OK;
 }
 
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, cudaStream_t s) {
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s) {
   const fh_eval_fused& f = ev.fused;
   if (!f.on || !f.params) return FH_ERR_INVALID_ARGUMENT;
   if (ev.max_steps <= 0) return FH_OK;
+  const fh_layout& L = net->L;
+  /* P1 = Xval W1^T over every validation bar (account columns of Xval are zero), fp32, no bias */
+  FH_TRY(fh_gemm_fwd(net->gemm, s, net->pass[1].ws[0], FH_BF16, (int)ev.n_val, L.h1, L.D, f.xval, L.D,
+                     ef_sh(net, L.W1), nullptr, FH_EPI_NONE, f.p1, FH_F32, L.h1));
   ef_params P = *static_cast<const ef_params*>(f.params);
   P.q_log = ev.q_log;
   P.prof = f.prof;
-  FH_CUDA_TRY(cudaMemsetAsync(f.bar, 0, sizeof(unsigned) * 32 * (size_t)f.teams, s));
-  void* args[] = {&P};
-  FH_CUDA_TRY(cudaLaunchCooperativeKernel((const void*)eval_fused_kernel, dim3(f.teams * f.team_blocks),
-                                          dim3(EF_THREADS), args, f.smem, s));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = EF_C;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(f.clusters * EF_C);
+  cfg.blockDim = dim3(EF_THREADS);
+  cfg.dynamicSmemBytes = f.smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));
   return FH_OK;
 }

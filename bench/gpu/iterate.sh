@@ -5,7 +5,8 @@
 # FH_PROFILE_KNOCKOUT) at the batches in KO_BATCHES (default "0" = auto; KO_MASKS picks rows) and A/B
 # runs of the full step under AB_ENVS; ncu's full section set for the kernels matching NCU_KERNELS, and
 # with NCU_WARM=1 an ncu per-kernel time table with warm caches (--cache-control none: closer to a graph
-# replay than ncu's default flush); racecheck (RACECHECK=1); the reference bench (BENCH=1).
+# replay than ncu's default flush); the fused evaluation against the cuBLASLt loop with its phase
+# profile (EVALFUSED=1: `native_check evalfused`); racecheck (RACECHECK=1); the reference bench (BENCH=1).
 # Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +46,11 @@ if [ "${NCU_WARM:-0}" = 1 ]; then
       --metrics gpu__time_duration.sum --csv native/build/native_check profile native/build >$L/ncu-warm.csv 2>$L/ncu-warm.err
   echo "ncu warm rc $?"
   python3 bench/gpu/ncu_summary.py $L/ncu-warm.csv > $L/ncu_warm_summary.txt; head -42 $L/ncu_warm_summary.txt
+fi
+if [ "${EVALFUSED:-0}" = 1 ]; then
+  FH_EVAL_FUSED_PROFILE=1 timeout 150 native/build/native_check evalfused native/build >$L/evalfused.log 2>&1
+  echo "evalfused rc $?: $(grep -c '^PASS' $L/evalfused.log) pass, $(grep -c '^FAIL' $L/evalfused.log) fail"
+  grep -E '^(FAIL|INFO)|profile|S [0-9]+, steps|fused path|cuBLASLt path' $L/evalfused.log | cut -c1-300
 fi
 if [ "${RACECHECK:-0}" = 1 ]; then OUT=$L bash bench/gpu/racecheck.sh; fi
 if [ "${BENCH:-0}" = 1 ]; then

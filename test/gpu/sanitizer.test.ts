@@ -7,27 +7,13 @@
  * and uses the per-step evaluation). Both must report zero and the run must pass its checks.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { BUILD, driver } from './driver.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
-const BUILD = join(ROOT, 'native', 'build');
-const DRIVER = join(BUILD, 'native_check');
-const SOURCE = join(ROOT, 'test', 'gpu', 'native_check.cpp');
 // Kernels of this project (kernels/*.cu, the reference GEMM fh_gemm_ref_kernel included): racecheck
 // instruments these. An alternation, so a regular expression: --kernel-name's kns= key is a plain substring
 // (kns=fh_|env_|... matches no kernel, and racecheck then checks nothing); its regex= key takes this.
 const OUR_KERNELS = 'fh_|env_|eval_|per_|replay_|tree_|leaves_|collect_';
-
-function driver(): string {
-  if (!existsSync(DRIVER) || statSync(DRIVER).mtimeMs < statSync(SOURCE).mtimeMs) {
-    const r = spawnSync('g++', ['-O2', '-std=c++17', `-I${join(ROOT, 'native', 'include')}`, SOURCE, '-ldl', '-o', DRIVER],
-      { encoding: 'utf8' });
-    expect(r.status, `g++ native_check: ${r.stderr}`).toBe(0);
-  }
-  return DRIVER;
-}
 
 function sanitize(tool: string, extra: string[], env: Record<string, string> = {}): { status: number | null; out: string } {
   const r = spawnSync('compute-sanitizer', ['--tool', tool, '--error-exitcode', '9', ...extra, driver(), 'small', BUILD],
@@ -51,9 +37,9 @@ describe('compute-sanitizer, small config', () => {
     const help = `${spawnSync('compute-sanitizer', ['--help'], { encoding: 'utf8' }).stdout}`;
     const filter = help.includes('--kernel-name') ? ['--kernel-name', `regex=${OUR_KERNELS}`]
       : help.includes('--kernel-regex') ? ['--kernel-regex', `kns=${OUR_KERNELS}`] : [];
-    // The persistent evaluation kernel's blocks wait on one another through global memory, which
-    // racecheck's instrumentation is not meant for: the racecheck run uses the per-step evaluation
-    // (FH_EVAL_FUSED=0); memcheck above covers the persistent kernel. cuBLASLt's Hopper kernels
+    // The fused evaluation is a thread-block-cluster kernel (distributed shared memory, cluster
+    // barriers), like cuBLASLt's Hopper kernels below: the racecheck run uses the per-step evaluation
+    // (FH_EVAL_FUSED=0); memcheck above covers the fused kernel. cuBLASLt's Hopper kernels
     // (thread-block clusters, TMA) break racecheck even when the kernel filter leaves them out (a
     // sanitizer hardware exception, then a failed cublasLtMatmul): the GEMMs run the project's reference
     // kernel instead (FH_GEMM_REFERENCE=1), which racecheck then checks too (most of the run's time:

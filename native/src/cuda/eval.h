@@ -22,14 +22,16 @@
  * all steps and the finish of every segment in one launch with the same step code.
  *
  * fh_eval_run (eval_host.cu) runs that whole greedy loop for the trainer. In bf16 mode it uses, when
- * the shapes allow, the fused evaluation of kernels/eval_fused.cu instead: ONE persistent kernel
- * (cooperative launch, all blocks resident) runs every step: the four layers of the online net on
- * bf16 tensor cores (mma.sync, fp32 accumulate) with each block's weight slices resident in shared
- * memory for the whole evaluation, the expected Q, the greedy step and the observation, with barriers
- * between the phases. The cuBLASLt loop above stays the path of the deterministic (fp32) mode, of
- * shapes the kernel does not take (fh_eval_fused.why says which), and of FH_EVAL_FUSED=0 (read when
- * the trainer is created). The fused launch is not captured into a graph (the trainer launches it
- * eagerly: reset, observe, the kernel, finish: four launches per evaluation).
+ * the shapes allow, the fused evaluation of kernels/eval_fused.cu instead: one cuBLASLt GEMM computes
+ * the market part of the first layer for every validation bar (the cursors of every step are known
+ * in advance), then ONE kernel (a thread-block cluster per tile of 16 segments, no cluster waits for
+ * another) runs every step: the rest of the online net on bf16 tensor cores (mma.sync, fp32
+ * accumulate) with each block's weight slices resident in shared memory for the whole evaluation and
+ * the activations exchanged through distributed shared memory, the expected Q and the greedy step,
+ * with a hardware cluster barrier between the phases. The cuBLASLt loop above stays the path of the
+ * deterministic (fp32) mode, of shapes the kernel does not take (fh_eval_fused.why says which), and of
+ * FH_EVAL_FUSED=0 (read when the trainer is created). The fused launch is not captured into a graph
+ * (the trainer launches it eagerly: reset, the GEMM, the kernel, finish: four launches per evaluation).
  */
 #ifndef FH_CUDA_EVAL_H
 #define FH_CUDA_EVAL_H
@@ -54,12 +56,13 @@ struct fh_eval_rec {
 struct fh_eval_fused {
   int32_t on;             /* 1: fh_eval_run uses the fused kernel */
   char why[192];          /* why it is off when it was wanted (empty otherwise) */
-  int32_t teams;          /* groups of blocks; team j owns row tiles j, j + teams, ... of 16 segments */
-  int32_t team_blocks;    /* blocks per team (G) */
+  int32_t clusters;       /* thread-block clusters launched: one per tile of 16 segments */
+  int32_t cluster_blocks; /* blocks per cluster */
+  int32_t resident;       /* clusters the device can hold at once (more run in waves) */
   int32_t threads;        /* per block */
   size_t smem;            /* dynamic shared memory per block */
-  float* logits;          /* (S, sum out_pad) device: the head outputs of one step */
-  unsigned* bar;          /* (teams * 32) device: team barrier counters */
+  void* xval;             /* (n_val, D) bf16 device: the market window of every validation bar, account 0 */
+  float* p1;              /* (n_val, h1) fp32 device: Xval W1^T of the current weights (per evaluation) */
   void* params;           /* host copy of the kernel's parameter block */
   unsigned long long* prof; /* tests only, NULL otherwise: (10) device, block 0's cycles per phase */
 };
@@ -116,9 +119,9 @@ fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s);
  * for shapes the kernel does not take (ev->fused.why says which; not an error). Synchronous. */
 fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want);
 void fh_eval_fused_free(fh_eval_fused* f);
-/* Steps 0 .. max_steps-1 of the greedy evaluation in one cooperative launch (after reset + observe
- * of the first observations into net pass 1's input). Not capturable. */
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, cudaStream_t s);
+/* Steps 0 .. max_steps-1 of the greedy evaluation of net's online weights (after reset): the
+ * first-layer GEMM over every validation bar, then one cluster launch. Not captured. */
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s);
 /* The whole greedy evaluation of the online net on net pass 1's stream (reset, steps, final flatten;
  * no read-back): the fused kernel when ev.fused.on, else the cuBLASLt loop. */
 fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net);
