@@ -59,6 +59,7 @@ namespace cg = cooperative_groups;
 #define EF_MAXU 12            /* 8-column units per block and layer */
 #define EF_MAXSEG 4           /* column segments of a layer (the output layer: one per head) */
 #define EF_MAXQ 64            /* expected-Q columns */
+#define EF_MAXN 8             /* actions per branch */
 #define EF_NPROF 10
 
 static_assert(FH_ENV_ACCOUNT == 8, "the first layer's account part is one m16n8k8 step");
@@ -103,7 +104,7 @@ struct ef_params {
   int32_t ps;             /* partial tile stride (floats) */
   uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
   ef_layer L[3];          /* L2, LH, LO */
-  int32_t atoms, nb, nq, lot;
+  int32_t atoms, nb, nq, lot, maxn;
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
   float v_min, v_max;
   float* q_log;
@@ -280,36 +281,110 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
     }
   }
   __syncthreads();
+  /* epilogue: one (row, unit of 8 columns) per thread; partials summed in warp order, then the bias;
+   * 16-byte stores into the destination blocks' shared memory */
   const float* sb = reinterpret_cast<const float*>(sm + Ly.b_off);
-  const int ncol = nu * 8, npair = ncol / 2;
-  for (int idx = tid; idx < EF_MT * npair; idx += EF_THREADS) {
-    const int r = idx / npair, c = 2 * (idx % npair);
-    float v0 = 0.0f, v1 = 0.0f;
+  for (int idx = tid; idx < EF_MT * nu; idx += EF_THREADS) {
+    const int r = idx / nu, u = idx % nu;
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < EF_WARPS; ++w) {
-      v0 += part[(w * EF_MT + r) * P.ps + c];
-      v1 += part[(w * EF_MT + r) * P.ps + c + 1];
+      const float4* pw = reinterpret_cast<const float4*>(part + (w * EF_MT + r) * P.ps + u * 8);
+      const float4 x = pw[0], y = pw[1];
+      v[0] += x.x; v[1] += x.y; v[2] += x.z; v[3] += x.w;
+      v[4] += y.x; v[5] += y.y; v[6] += y.z; v[7] += y.w;
     }
-    v0 += sb[c];
-    v1 += sb[c + 1];
-    const int col = u0 * 8 + c;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) v[c] += sb[u * 8 + c];
+    const int col = (u0 + u) * 8;
     if (Ly.relu) {
-      const uint32_t h = ef_pack(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+      uint4 h;
+      h.x = ef_pack(fmaxf(v[0], 0.0f), fmaxf(v[1], 0.0f));
+      h.y = ef_pack(fmaxf(v[2], 0.0f), fmaxf(v[3], 0.0f));
+      h.z = ef_pack(fmaxf(v[4], 0.0f), fmaxf(v[5], 0.0f));
+      h.w = ef_pack(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
 #pragma unroll
-      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint32_t*>(cl.map_shared_rank(local, k)) = h;
-    } else {
-      if (m * EF_MT + r >= P.S) continue;
+      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = h;
+    } else if (m * EF_MT + r < P.S) {
       float* local = reinterpret_cast<float*>(sm + Ly.out_off) + (r / EF_C) * Ly.out_s + col;
-      float2* dst = reinterpret_cast<float2*>(cl.map_shared_rank(local, r % EF_C));
-      *dst = make_float2(v0, v1);
+      float4* dst = reinterpret_cast<float4*>(cl.map_shared_rank(local, r % EF_C));
+      dst[0] = make_float4(v[0], v[1], v[2], v[3]);
+      dst[1] = make_float4(v[4], v[5], v[6], v[7]);
     }
   }
 }
 
+/* Expected Q of every action of one branch of one row from its logits in shared memory (value row
+ * vrow, advantage rows arow: n x atoms), one warp, the reductions of all actions side by side: the
+ * arithmetic of fh_dev_expected_q_r (net_device.cuh) per action, so the same bits. Lane 0 writes q[a]. */
+template <int MAXN>
+__device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow, int n, int atoms, float v_min,
+                                            float v_max, int lane, float* q, float* q_log) {
+  float x[MAXN][FH_ATOMS_PER_LANE];
+#pragma unroll
+  for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
+    const int j = lane + 32 * k;
+    float mean = 0.0f, v = 0.0f;
+    if (j < atoms) {
+      for (int b = 0; b < n; ++b) mean += arow[b * atoms + j];
+      mean /= (float)n; /* as fh_dueling_combine */
+      v = vrow[j];
+    }
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) x[a][k] = j < atoms && a < n ? v + arow[a * atoms + j] - mean : -INFINITY;
+  }
+  float mx[MAXN], se[MAXN], sa[MAXN];
+#pragma unroll
+  for (int a = 0; a < MAXN; ++a) mx[a] = fmaxf(x[a][0], x[a][1]);
+#pragma unroll
+  for (int a = 0; a < MAXN; ++a) mx[a] = fh_warp_max(mx[a]);
+  if (atoms <= 1) {
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a) se[a] = __shfl_sync(0xffffffffu, x[a][0], 0);
+    if (lane == 0)
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a < n) {
+          q[a] = se[a];
+          if (q_log) q_log[a] = se[a];
+        }
+    return;
+  }
+  float z[FH_ATOMS_PER_LANE];
+#pragma unroll
+  for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) z[k] = fh_c51_support(atoms, v_min, v_max, lane + 32 * k);
+#pragma unroll
+  for (int a = 0; a < MAXN; ++a) {
+    float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < FH_ATOMS_PER_LANE; ++k)
+      if (lane + 32 * k < atoms) {
+        const float e = expf(x[a][k] - mx[a]);
+        sum += e;
+        acc += e * z[k];
+      }
+    se[a] = sum;
+    sa[a] = acc;
+  }
+#pragma unroll
+  for (int a = 0; a < MAXN; ++a) {
+    sa[a] = fh_warp_sum(sa[a]);
+    se[a] = fh_warp_sum(se[a]);
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+      if (a < n) {
+        q[a] = sa[a] / se[a];
+        if (q_log) q_log[a] = q[a];
+      }
+}
+
 /* Phase D for this block's rows of tile m: expected Q, greedy step `step` (step < 0: none, the
  * prologue), and the new account features into every block's account tile. */
-__device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl) {
+__device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl,
+                        long long* q_cycles) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const fh_eval_args& a = P.ea;
   const float* logits = reinterpret_cast<const float*>(sm + P.log_off);
@@ -317,20 +392,20 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
   fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off);
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (step >= 0) {
-    for (int task = warp; task < EF_OWN * P.nq; task += EF_WARPS) {
-      const int o = task / P.nq, p = task % P.nq, j = rank + EF_C * o, r = m * EF_MT + j;
+    long long t0 = P.prof && blockIdx.x == 0 && tid == 0 ? clock64() : 0;
+    for (int task = warp; task < EF_OWN * P.nb; task += EF_WARPS) {
+      const int o = task / P.nb, d = task % P.nb, j = rank + EF_C * o, r = m * EF_MT + j;
       if (r >= P.S) continue;
-      int d = 0;
-      while (d + 1 < P.nb && p >= P.qa.q_off[d + 1]) ++d;
       const float* srow = logits + o * P.lot;
-      const float q = fh_dev_expected_q_r(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max,
-                                          p - P.qa.q_off[d], lane);
-      if (lane == 0) {
-        sq[o * EF_MAXQ + p] = q;
-        if (P.q_log) P.q_log[((int64_t)step * P.S + r) * P.nq + p] = q;
-      }
+      const int q0 = P.qa.q_off[d];
+      float* ql = P.q_log ? P.q_log + ((int64_t)step * P.S + r) * P.nq + q0 : nullptr;
+      if (P.maxn <= 4)
+        ef_branch_q<4>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql);
+      else
+        ef_branch_q<EF_MAXN>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql);
     }
     __syncthreads();
+    if (t0) *q_cycles += clock64() - t0;
   }
   if (lane == 0 && warp < EF_OWN) {
     const int o = warp, j = rank + EF_C * o, r = m * EF_MT + j;
@@ -356,8 +431,8 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
   }
 }
 
-/* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1 + L2, 1 = the
- * barrier after it, 2/3 = LH, 4/5 = LO, 6/7 = expected Q + step, 8 = of slot 0 the P1 wait alone. */
+/* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1, 1 = L2, 2 = the
+ * barrier after it, 3/4 = LH, 5/6 = LO, 7/8 = expected Q + step, 9 = the expected-Q part of 7. */
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
   extern __shared__ __align__(16) unsigned char sm[];
   __shared__ long long s_prof[EF_NPROF];
@@ -392,7 +467,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
   cl.sync(); /* every block of the cluster runs and has zeroed its account tile */
-  ef_rows(P, m, rank, -1, sm, cl);
+  ef_rows(P, m, rank, -1, sm, cl, nullptr);
   cl.sync();
   long long tp = clock64();
 #define EF_MARK(slot)                  \
@@ -402,29 +477,28 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    const long long t0 = prof ? clock64() : 0;
     ef_cp_wait();
     __syncthreads();
-    if (prof) s_prof[8] += clock64() - t0;
     ef_build_h1(P, sm);
     __syncthreads();
+    EF_MARK(0);
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
     ef_layer_tile(P, P.L[0], m, rank, sm, cl);
-    EF_MARK(0);
-    cl.sync();
     EF_MARK(1);
-    ef_layer_tile(P, P.L[1], m, rank, sm, cl);
+    cl.sync();
     EF_MARK(2);
-    cl.sync();
+    ef_layer_tile(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
-    ef_layer_tile(P, P.L[2], m, rank, sm, cl);
+    cl.sync();
     EF_MARK(4);
-    cl.sync();
+    ef_layer_tile(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
-    ef_rows(P, m, rank, step, sm, cl);
-    EF_MARK(6);
     cl.sync();
+    EF_MARK(6);
+    ef_rows(P, m, rank, step, sm, cl, &s_prof[9]);
     EF_MARK(7);
+    cl.sync();
+    EF_MARK(8);
   }
 #undef EF_MARK
   if (threadIdx.x < EF_OWN) {
@@ -631,7 +705,12 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->atoms = L.atoms;
   P->nb = L.n_branches;
   P->nq = net->nq;
-  for (int d = 0; d < FH_MAX_BRANCHES; ++d) P->n[d] = d < L.n_branches ? L.branch_sizes[d] : 0;
+  P->maxn = 1;
+  for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+    P->n[d] = d < L.n_branches ? L.branch_sizes[d] : 0;
+    if (P->n[d] > P->maxn) P->maxn = P->n[d];
+  }
+  if (P->maxn > EF_MAXN) return ef_off(f, "a branch has %d actions (the fused evaluation takes <= %d)", P->maxn, EF_MAXN);
   P->v_min = net->v_min;
   P->v_max = net->v_max;
   P->p1 = f->p1;

@@ -6,7 +6,8 @@
 # runs of the full step under AB_ENVS; ncu's full section set for the kernels matching NCU_KERNELS, and
 # with NCU_WARM=1 an ncu per-kernel time table with warm caches (--cache-control none: closer to a graph
 # replay than ncu's default flush); the fused evaluation against the cuBLASLt loop with its phase
-# profile (EVALFUSED=1: `native_check evalfused`); racecheck (RACECHECK=1); the reference bench (BENCH=1).
+# profile (EVALFUSED=1: `native_check evalfused`); NCU_SRC="kernel regex|native_check mode|launches to
+# skip": ncu's full set of one launch with its per-SASS-instruction source page ($OUT/src_sass.csv); racecheck (RACECHECK=1); the reference bench (BENCH=1).
 # Logs under $OUT, the long ones archived in $OUT/iterate.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,6 +52,15 @@ if [ "${EVALFUSED:-0}" = 1 ]; then
   FH_EVAL_FUSED_PROFILE=1 timeout 150 native/build/native_check evalfused native/build >$L/evalfused.log 2>&1
   echo "evalfused rc $?: $(grep -c '^PASS' $L/evalfused.log) pass, $(grep -c '^FAIL' $L/evalfused.log) fail"
   grep -E '^(FAIL|INFO)|profile|S [0-9]+, steps|fused path|cuBLASLt path' $L/evalfused.log | cut -c1-300
+fi
+if [ -n "${NCU_SRC:-}" ]; then
+  IFS='|' read -r sk smode sskip <<<"$NCU_SRC"
+  timeout 240 ncu --set full --import-source no -k "regex:$sk" --launch-skip ${sskip:-0} --launch-count 1 -f -o $L/src \
+      native/build/native_check $smode native/build >$L/ncu-src.log 2>&1; echo "ncu source rc $?"
+  ncu -i $L/src.ncu-rep --page source --csv --print-source sass >$OUT/src_sass.csv 2>$L/ncu-src.err || tail -3 $L/ncu-src.err
+  ncu -i $L/src.ncu-rep --page details >$L/src-details.txt 2>&1
+  grep -E 'Duration|Executed Instructions  |Issue Slots Busy|Registers Per|Warp Cycles Per Issued|Achieved Occupancy' $L/src-details.txt | head
+  grep -iE 'stall|est\. speedup' $L/src-details.txt | head -20
 fi
 if [ "${RACECHECK:-0}" = 1 ]; then OUT=$L bash bench/gpu/racecheck.sh; fi
 if [ "${BENCH:-0}" = 1 ]; then

@@ -291,12 +291,12 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
       cudaGetDevice(&dev);
       cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
       printf("      fused profile, block 0, cycles per step (SM clock %d MHz max):", clk / 1000);
-      /* slots 0..7: the four phases and the barrier after each; slot 8: the P1 wait inside slot 0 */
-      const char* nm[9] = {"h1+L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar", "(of which P1 wait)"};
+      /* slots 0..8: the phases and the barrier after each; slot 9: the expected-Q part of slot 7 */
+      const char* nm[10] = {"P1+h1", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar", "(of which EQ)"};
       unsigned long long tot = 0;
-      for (int i = 0; i < 9; ++i) {
+      for (int i = 0; i < 10; ++i) {
         printf(" %s %llu", nm[i], c[i] / (unsigned long long)ev.max_steps);
-        if (i < 8) tot += c[i];
+        if (i < 9) tot += c[i];
       }
       printf(" | total %llu\n", tot / (unsigned long long)ev.max_steps);
       fflush(stdout);
