@@ -82,6 +82,7 @@ struct ef_layer {
   int32_t ksteps;     /* pad16(K) / 16 */
   int32_t ws;         /* shared-memory stride of a weight row (elements) = pad16(K) + 8 */
   int32_t U;          /* output units of 8 columns */
+  int32_t NU;         /* units per block: ceil(U / EF_C) */
   int32_t nseg;
   ef_seg seg[EF_MAXSEG];
   uint32_t in_off;    /* input tile (bf16, 16 x in_s) in shared memory */
@@ -90,6 +91,7 @@ struct ef_layer {
   int32_t out_s;
   int32_t relu;
   uint32_t w_off, b_off;  /* shared-memory byte offsets of this block's weight rows and biases */
+  uint32_t a_off_sm;      /* ... and of its units' input column offsets (NU ints) */
 };
 
 struct ef_params {
@@ -101,6 +103,7 @@ struct ef_params {
   const fh_bf16* w1;      /* (h1, D) bf16 shadow */
   const fh_bf16* b1;      /* (h1) bf16 shadow */
   int32_t p1s;            /* P1 tile stride (floats) */
+  int32_t rpp;            /* P1 rows per pass of the block's threads (0: the row is wider than the block) */
   int32_t ps;             /* partial tile stride (floats) */
   uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
   ef_layer L[3];          /* L2, LH, LO */
@@ -159,31 +162,41 @@ __device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int c) 
   return Ly.seg[s];
 }
 
-/* This block's units [u0, u0 + nu) of a layer. */
+/* This block's units [u0, u0 + NU) of a layer, NU = ceil(U / EF_C) for every block (units past U are
+ * padding: zero weight rows, never stored); nu = the real ones (may be <= 0). */
 __device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, int& nu) {
-  u0 = rank * Ly.U / EF_C;
-  nu = (rank + 1) * Ly.U / EF_C - u0;
+  u0 = rank * Ly.NU;
+  nu = Ly.U - u0 < Ly.NU ? Ly.U - u0 : Ly.NU;
 }
 
-/* Once per kernel: this block's weight rows (zero-padded to pad16(K)) and fp32 biases. */
+/* Once per kernel: this block's NU units' weight rows (zero-padded to pad16(K); zero rows past the
+ * layer), fp32 biases and input column offsets. */
 __device__ void ef_load_weights(const ef_layer& Ly, int rank, unsigned char* sm) {
   int u0, nu;
   ef_units(Ly, rank, u0, nu);
   fh_bf16* sw = reinterpret_cast<fh_bf16*>(sm + Ly.w_off);
   float* sb = reinterpret_cast<float*>(sm + Ly.b_off);
-  const int rows = nu * 8, cpr = Ly.ws / 8;
+  int32_t* sa = reinterpret_cast<int32_t*>(sm + Ly.a_off_sm);
+  const int rows = Ly.NU * 8, cpr = Ly.ws / 8;
   for (int idx = threadIdx.x; idx < rows * cpr; idx += EF_THREADS) {
     const int r = idx / cpr, k = (idx % cpr) * 8, c = u0 * 8 + r;
-    const ef_seg& sg = ef_find_seg(Ly, c);
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (k < Ly.K) v = *reinterpret_cast<const uint4*>(sg.W + (int64_t)(c - sg.c0) * Ly.K + k);
+    if (k < Ly.K && r < nu * 8) {
+      const ef_seg& sg = ef_find_seg(Ly, c);
+      v = *reinterpret_cast<const uint4*>(sg.W + (int64_t)(c - sg.c0) * Ly.K + k);
+    }
     *reinterpret_cast<uint4*>(sw + r * Ly.ws + k) = v;
   }
   for (int r = threadIdx.x; r < rows; r += EF_THREADS) {
     const int c = u0 * 8 + r;
-    const ef_seg& sg = ef_find_seg(Ly, c);
-    sb[r] = sg.b16 ? __bfloat162float(sg.b16[c - sg.c0]) : sg.b32[c - sg.c0];
+    float b = 0.0f;
+    if (r < nu * 8) {
+      const ef_seg& sg = ef_find_seg(Ly, c);
+      b = sg.b16 ? __bfloat162float(sg.b16[c - sg.c0]) : sg.b32[c - sg.c0];
+    }
+    sb[r] = b;
   }
+  for (int u = threadIdx.x; u < Ly.NU; u += EF_THREADS) sa[u] = u < nu ? ef_find_seg(Ly, (u0 + u) * 8).a_off : 0;
 }
 
 /* Cursor of row r (< S) at step i. */
@@ -192,16 +205,26 @@ __device__ __forceinline__ int64_t ef_cursor(const int32_t* sseg, int j, int ste
   return (int64_t)b + (step < len - 1 ? step : len - 1);
 }
 
-/* Issue the cp.async loads of tile m's P1 rows of step `step` (zeros past S). */
+/* Issue the cp.async loads of tile m's P1 rows of step `step` (zeros past S): P.rpp rows per pass of
+ * the block, each thread one 16-byte column chunk c (P.rpp = 0: h1 too wide, column loops). */
+__device__ __forceinline__ void ef_p1_chunk(const ef_params& P, int m, int step, const int32_t* sseg, float* dst, int j,
+                                            int c) {
+  const bool valid = m * EF_MT + j < P.S;
+  const float* src = P.p1;
+  if (valid) src += (ef_cursor(sseg, j, step) - P.ea.val_begin) * (int64_t)P.h1 + c;
+  ef_cp16(dst + j * P.p1s + c, src, valid);
+}
+
 __device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_t* sseg, unsigned char* sm) {
   float* dst = reinterpret_cast<float*>(sm + P.p1_off);
-  const int c4 = P.h1 / 4, total = EF_MT * c4;
-  for (int idx = threadIdx.x; idx < total; idx += EF_THREADS) {
-    const int j = idx / c4, c = (idx % c4) * 4, row = m * EF_MT + j;
-    const bool valid = row < P.S;
-    const float* src = P.p1;
-    if (valid) src += (ef_cursor(sseg, j, step) - P.ea.val_begin) * (int64_t)P.h1 + c;
-    ef_cp16(dst + j * P.p1s + c, src, valid);
+  const int c4 = P.h1 / 4;
+  if (P.rpp > 0) {
+    const int j0 = threadIdx.x / c4, c = (threadIdx.x - j0 * c4) * 4;
+    if (j0 < P.rpp)
+      for (int j = j0; j < EF_MT; j += P.rpp) ef_p1_chunk(P, m, step, sseg, dst, j, c);
+  } else {
+    for (int j = 0; j < EF_MT; ++j)
+      for (int c = threadIdx.x; c < c4; c += EF_THREADS) ef_p1_chunk(P, m, step, sseg, dst, j, 4 * c);
   }
   ef_cp_commit();
 }
@@ -229,63 +252,59 @@ __device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
   }
 }
 
-/* One layer on tile m: this block's columns of every tile row, from the input tile in this block's
+/* One layer on tile m: this block's NU units of every tile row, from the input tile in this block's
  * shared memory, into the next layer's tile of every block of the cluster (relu) or into the
- * logits rows of the rows' owners (all threads of the block). */
-__device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
-                              cg::cluster_group& cl) {
+ * logits rows of the rows' owners (all threads of the block). NU is a compile-time count; SEG: the
+ * units read different input columns (the block-diagonal output layer). */
+template <int NU, bool SEG>
+__device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
+                               cg::cluster_group& cl) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   int u0, nu;
   ef_units(Ly, rank, u0, nu);
   if (nu <= 0) return; /* uniform over the block; the caller's barrier follows */
   const fh_bf16* sA = reinterpret_cast<const fh_bf16*>(sm + Ly.in_off);
-  const int as = Ly.in_s;
+  const int as = Ly.in_s, ws = Ly.ws;
   const fh_bf16* sW = reinterpret_cast<const fh_bf16*>(sm + Ly.w_off);
-  float acc[EF_MAXU][4];
-  int aoff[EF_MAXU];
+  const int32_t* sa = reinterpret_cast<const int32_t*>(sm + Ly.a_off_sm);
+  float acc[NU][4];
+  int aoff[NU];
 #pragma unroll
-  for (int u = 0; u < EF_MAXU; ++u) {
+  for (int u = 0; u < NU; ++u) {
     acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.0f;
-    aoff[u] = u < nu ? ef_find_seg(Ly, (u0 + u) * 8).a_off : 0;
+    aoff[u] = SEG ? sa[u] : 0;
   }
   for (int ks = warp; ks < Ly.ksteps; ks += EF_WARPS) {
     const int k0 = ks * 16 + 2 * t;
-    int cur = -1;
     uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma unroll
-    for (int u = 0; u < EF_MAXU; ++u) {
-      if (u < nu) {
-        if (aoff[u] != cur) {
-          cur = aoff[u];
-          const fh_bf16* pa = sA + cur + k0;
-          a0 = ef_lds32(pa + g * as);
-          a1 = ef_lds32(pa + (g + 8) * as);
-          a2 = ef_lds32(pa + g * as + 8);
-          a3 = ef_lds32(pa + (g + 8) * as + 8);
-        }
-        const fh_bf16* pb = sW + (u * 8 + g) * Ly.ws + k0;
-        ef_mma(acc[u], a0, a1, a2, a3, ef_lds32(pb), ef_lds32(pb + 8));
+    for (int u = 0; u < NU; ++u) {
+      if (u == 0 || SEG) {
+        const fh_bf16* pa = sA + aoff[u] + k0;
+        a0 = ef_lds32(pa + g * as);
+        a1 = ef_lds32(pa + (g + 8) * as);
+        a2 = ef_lds32(pa + g * as + 8);
+        a3 = ef_lds32(pa + (g + 8) * as + 8);
       }
+      const fh_bf16* pb = sW + (u * 8 + g) * ws + k0;
+      ef_mma(acc[u], a0, a1, a2, a3, ef_lds32(pb), ef_lds32(pb + 8));
     }
   }
   float* part = reinterpret_cast<float*>(sm + P.part_off);
   float* mine = part + warp * EF_MT * P.ps;
 #pragma unroll
-  for (int u = 0; u < EF_MAXU; ++u) {
-    if (u < nu) {
-      const int c = u * 8 + 2 * t;
-      mine[g * P.ps + c] = acc[u][0];
-      mine[g * P.ps + c + 1] = acc[u][1];
-      mine[(g + 8) * P.ps + c] = acc[u][2];
-      mine[(g + 8) * P.ps + c + 1] = acc[u][3];
-    }
+  for (int u = 0; u < NU; ++u) {
+    const int c = u * 8 + 2 * t;
+    *reinterpret_cast<float2*>(mine + g * P.ps + c) = make_float2(acc[u][0], acc[u][1]);
+    *reinterpret_cast<float2*>(mine + (g + 8) * P.ps + c) = make_float2(acc[u][2], acc[u][3]);
   }
   __syncthreads();
   /* epilogue: one (row, unit of 8 columns) per thread; partials summed in warp order, then the bias;
    * 16-byte stores into the destination blocks' shared memory */
   const float* sb = reinterpret_cast<const float*>(sm + Ly.b_off);
-  for (int idx = tid; idx < EF_MT * nu; idx += EF_THREADS) {
-    const int r = idx / nu, u = idx % nu;
+  for (int idx = tid; idx < EF_MT * NU; idx += EF_THREADS) {
+    const int r = idx / NU, u = idx % NU;
+    if (u >= nu) continue;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < EF_WARPS; ++w) {
@@ -294,8 +313,9 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
       v[0] += x.x; v[1] += x.y; v[2] += x.z; v[3] += x.w;
       v[4] += y.x; v[5] += y.y; v[6] += y.z; v[7] += y.w;
     }
-#pragma unroll
-    for (int c = 0; c < 8; ++c) v[c] += sb[u * 8 + c];
+    const float4 b0 = *reinterpret_cast<const float4*>(sb + u * 8), b1 = *reinterpret_cast<const float4*>(sb + u * 8 + 4);
+    v[0] += b0.x; v[1] += b0.y; v[2] += b0.z; v[3] += b0.w;
+    v[4] += b1.x; v[5] += b1.y; v[6] += b1.z; v[7] += b1.w;
     const int col = (u0 + u) * 8;
     if (Ly.relu) {
       uint4 h;
@@ -315,9 +335,26 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
   }
 }
 
+/* ef_layer_units with the block's unit count (1 .. EF_MAXU) as a compile-time constant. */
+template <bool SEG>
+__device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
+                              cg::cluster_group& cl) {
+  switch (Ly.NU) {
+#define EF_CASE(n) \
+  case n:          \
+    ef_layer_units<n, SEG>(P, Ly, m, rank, sm, cl); \
+    break;
+    EF_CASE(1) EF_CASE(2) EF_CASE(3) EF_CASE(4) EF_CASE(5) EF_CASE(6)
+    EF_CASE(7) EF_CASE(8) EF_CASE(9) EF_CASE(10) EF_CASE(11) EF_CASE(12)
+#undef EF_CASE
+    default: break; /* setup keeps NU in 1 .. EF_MAXU */
+  }
+}
+
 /* Expected Q of every action of one branch of one row from its logits in shared memory (value row
  * vrow, advantage rows arow: n x atoms), one warp, the reductions of all actions side by side: the
- * arithmetic of fh_dev_expected_q_r (net_device.cuh) per action, so the same bits. Lane 0 writes q[a]. */
+ * math of fh_dev_expected_q_r (net_device.cuh) per action with fast exp / FMA / division (the fused path
+ * agrees with the cuBLASLt loop to float rounding anyway, not bit for bit). Lane 0 writes q[a]. */
 template <int MAXN>
 __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow, int n, int atoms, float v_min,
                                             float v_max, int lane, float* q, float* q_log) {
@@ -360,9 +397,9 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
 #pragma unroll
     for (int k = 0; k < FH_ATOMS_PER_LANE; ++k)
       if (lane + 32 * k < atoms) {
-        const float e = expf(x[a][k] - mx[a]);
+        const float e = __expf(x[a][k] - mx[a]);
         sum += e;
-        acc += e * z[k];
+        acc = __fmaf_rn(e, z[k], acc);
       }
     se[a] = sum;
     sa[a] = acc;
@@ -376,7 +413,7 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
       if (a < n) {
-        q[a] = sa[a] / se[a];
+        q[a] = __fdividef(sa[a], se[a]);
         if (q_log) q_log[a] = q[a];
       }
 }
@@ -483,15 +520,15 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     __syncthreads();
     EF_MARK(0);
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
-    ef_layer_tile(P, P.L[0], m, rank, sm, cl);
+    ef_layer_tile<false>(P, P.L[0], m, rank, sm, cl);
     EF_MARK(1);
     cl.sync();
     EF_MARK(2);
-    ef_layer_tile(P, P.L[1], m, rank, sm, cl);
+    ef_layer_tile<false>(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
     cl.sync();
     EF_MARK(4);
-    ef_layer_tile(P, P.L[2], m, rank, sm, cl);
+    ef_layer_tile<true>(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
     cl.sync();
     EF_MARK(6);
@@ -620,18 +657,22 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     Ly.ksteps = ef_pad16(Ly.K) / 16;
     Ly.ws = ef_pad16(Ly.K) + 8;
     const int nu = CEIL_DIV(Ly.U, EF_C);
-    if (nu > EF_MAXU) return ef_off(f, "layer %d needs %d units of 8 columns per block (max 12)", l + 2, nu);
+    if (nu > EF_MAXU || nu < 1) return ef_off(f, "layer %d needs %d units of 8 columns per block (1 .. 12)", l + 2, nu);
+    Ly.NU = nu;
     if (nu > maxu) maxu = nu;
     Ly.w_off = off;
     off = ef_align16(off + (uint32_t)(nu * 8 * Ly.ws * 2));
     Ly.b_off = off;
     off = ef_align16(off + (uint32_t)(nu * 8 * 4));
+    Ly.a_off_sm = off;
+    off = ef_align16(off + (uint32_t)(nu * 4));
   }
   P->wacc_off = off;
   off = ef_align16(off + (uint32_t)(L.h1 * FH_ENV_ACCOUNT * 2));
   P->b1_off = off;
   off = ef_align16(off + (uint32_t)(L.h1 * 4));
   P->p1s = L.h1 + 8;
+  P->rpp = L.h1 / 4 <= EF_THREADS ? EF_THREADS / (L.h1 / 4) : 0;
   P->p1_off = off;
   off = ef_align16(off + (uint32_t)(EF_MT * P->p1s * 4));
   const int in_w[3] = {L.h1, L.h2, HH};
