@@ -7,7 +7,9 @@
  *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild
  *   per_sample        one warp per sample: u = fh_per_stratum_u(total, j, B, philox(seed, j, step,
  *                     SAMPLE)[0]), 4-level descent with warp prefix scans (never lands on a zero
- *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent)
+ *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent).
+ *                     step = *train_step + step_offset (the offset lets the trainer sample step k+1's
+ *                     batch before step k's Adam bumps the counter; beta uses the same step)
  *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...)
  *   priority_update   zero the sampled leaves, then atomicMax of (signal+eps)^alpha on the float bits:
  *                     duplicates keep the max whatever the order; *max_priority likewise; rebuild
@@ -169,8 +171,9 @@ __device__ __forceinline__ int64_t fh_descend_level(const V* __restrict__ childr
 }
 
 static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t seed,
-                                         const int64_t* __restrict__ train_step, int32_t* __restrict__ slot,
-                                         double* __restrict__ prob, unsigned int* min_leaf_bits) {
+                                         const int64_t* __restrict__ train_step, int64_t step_offset,
+                                         int32_t* __restrict__ slot, double* __restrict__ prob,
+                                         unsigned int* min_leaf_bits) {
   const int lane = threadIdx.x & 31;
   const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + (threadIdx.x >> 5);
   if (j >= B) return;
@@ -178,7 +181,7 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
   double u = 0.0;
   if (lane == 0) {
     uint32_t w[4];
-    fh_philox(seed, (uint32_t)j, (uint64_t)*train_step, FH_PURPOSE_SAMPLE, w);
+    fh_philox(seed, (uint32_t)j, (uint64_t)(*train_step + step_offset), FH_PURPOSE_SAMPLE, w);
     u = fh_per_stratum_u(total, j, B, w[0]);
   }
   u = __shfl_sync(0xffffffffu, u, 0);
@@ -215,12 +218,13 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
 }
 
 static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const int32_t* __restrict__ slot,
-                                          const int64_t* __restrict__ train_step, float beta_start, float beta_end,
-                                          int64_t beta_steps, const unsigned int* __restrict__ min_leaf_bits,
+                                          const int64_t* __restrict__ train_step, int64_t step_offset,
+                                          float beta_start, float beta_end, int64_t beta_steps,
+                                          const unsigned int* __restrict__ min_leaf_bits,
                                           float* __restrict__ weight, float* beta_out) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
-  const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step);
+  const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step + step_offset);
   if (j == 0) *beta_out = beta;
   const double total = *t.total;
   const double size = (double)*t.count;
@@ -272,14 +276,14 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
 
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
-                               cudaStream_t s) {
+                               cudaStream_t s, int64_t step_offset) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
-  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, b.slot,
-                                                                                b.prob, b.min_prob_bits);
+  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, step_offset,
+                                                                                b.slot, b.prob, b.min_prob_bits);
   FH_LAUNCH_CHECK();
   per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
-      t, B, b.slot, train_step, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
+      t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

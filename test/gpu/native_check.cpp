@@ -291,17 +291,23 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   fh_config c1 = small_config(gpu, 1, 0, 1, 51), c0 = small_config(gpu, 1, 0, 0, 51);
   fh_trainer* a = make(gpu, c1, M, "cuda graphs on");
   fh_trainer* b = make(gpu, c0, M, "cuda graphs off");
-  if (!a || !b) return;
-  bool same = true, syncs = true, finite = true;
-  fh_epoch_stats sa{}, sb{};
+  /* the train step without the next batch's sampling on the side stream (the order of old) */
+  setenv("FH_TRAIN_PREFETCH", "0", 1);
+  fh_trainer* np = make(gpu, c1, M, "cuda graphs on, no prefetch");
+  unsetenv("FH_TRAIN_PREFETCH");
+  if (!a || !b || !np) return;
+  bool same = true, syncs = true, finite = true, same_np = true;
+  fh_epoch_stats sa{}, sb{}, sn{};
   for (int e = 0; e < 4; ++e) {
-    fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb);
-    if (s1 != FH_OK || s2 != FH_OK) {
-      printf("FAIL  run_epoch: %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok");
+    fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn);
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
+             s3 ? gpu.last_error(np) : "ok");
       ++g_fail;
       return;
     }
     same = same && stats_equal(sa, sb);
+    same_np = same_np && stats_equal(sa, sn);
     syncs = syncs && sa.host_syncs == 1.0 && sb.host_syncs == 1.0;
     finite = finite && std::isfinite(sa.loss_mean) && std::isfinite(sa.grad_norm_max);
     printf("      epoch %d: loss %.5f/%.5f gnorm %.4f/%.4f q_mean %.4f/%.4f val pnl %.1f/%.1f syncs %g/%g\n", e + 1,
@@ -317,6 +323,13 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   gpu.get_params(a, 0, pa.data(), info.n_params);
   gpu.get_params(b, 0, pb.data(), info.n_params);
   check(memcmp(pa.data(), pb.data(), pa.size() * 4) == 0, "graph on == graph off: online params bit for bit");
+  {
+    std::vector<float> pn((size_t)info.n_params);
+    gpu.get_params(np, 0, pn.data(), info.n_params);
+    check(same_np && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
+          "next-batch prefetch on == off (FH_TRAIN_PREFETCH=0): epoch stats and online params bit for bit");
+    gpu.destroy(np);
+  }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
   uint64_t n = 0, wr = 0;
   gpu.ckpt_size(a, &n);

@@ -366,31 +366,56 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-/* The loss and the backward in gradient dtype T (less what FH_PROFILE_KNOCKOUT leaves out). */
+/* The loss and/or the backward in gradient dtype T (less what FH_PROFILE_KNOCKOUT leaves out). */
+enum { FH_NET_LOSS = 1, FH_NET_BACKWARD = 2 };
 template <typename T>
 static fh_status fh_net_loss_backward_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                                        const float* weight) {
-  if (!(net->knockout & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<T>(net, B, act, ret, disc, weight));
-  if (!(net->knockout & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<T>(net, B));
+                                        const float* weight, int parts) {
+  if ((parts & FH_NET_LOSS) && !(net->knockout & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<T>(net, B, act, ret, disc, weight));
+  if ((parts & FH_NET_BACKWARD) && !(net->knockout & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<T>(net, B));
   return FH_OK;
 }
 
-fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                           const float* weight) {
-  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
+static fh_status fh_net_loss_backward(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                                      const float* weight, int parts) {
+  return net->op == FH_BF16 ? fh_net_loss_backward_t<fh_bf16>(net, B, act, ret, disc, weight, parts)
+                            : fh_net_loss_backward_t<float>(net, B, act, ret, disc, weight, parts);
+}
+
+/* online([s; s']) and target(s') (forked off pass 0's stream, joined back before the loss). */
+static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
   fh_net_pass& P0 = net->pass[0];
   fh_net_pass& P2 = net->pass[2];
-  /* target(s') forked off pass 0's stream, joined back before the loss */
   FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
   FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
   FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
   FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
-  FH_TRY(net->op == FH_BF16 ? fh_net_loss_backward_t<fh_bf16>(net, B, act, ret, disc, weight)
-                             : fh_net_loss_backward_t<float>(net, B, act, ret, disc, weight));
-  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, P0.s));
   return FH_OK;
+}
+
+fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                           const float* weight) {
+  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(fh_net_train_forwards(net, B));
+  FH_TRY(fh_net_loss_backward(net, B, act, ret, disc, weight, FH_NET_LOSS | FH_NET_BACKWARD));
+  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s));
+  return FH_OK;
+}
+
+fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                              const float* weight) {
+  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(fh_net_train_forwards(net, B));
+  FH_TRY(fh_net_loss_backward(net, B, act, ret, disc, weight, FH_NET_LOSS));
+  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s));
+  return FH_OK;
+}
+
+fh_status fh_net_backward(fh_net* net, int32_t B) {
+  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
+  return fh_net_loss_backward(net, B, nullptr, nullptr, nullptr, nullptr, FH_NET_BACKWARD);
 }
 
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {

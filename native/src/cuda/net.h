@@ -125,6 +125,14 @@ void* fh_net_next_obs(const fh_net* net, int32_t B);
 fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                            const float* weight);
 
+/* fh_net_loss_grad in two halves, for a caller that runs work between the loss and the backward (the
+ * trainer's replay prefetch): fh_net_forward_loss = the forwards, the loss (net->signal, dlog) and the
+ * batch loss; fh_net_backward = the backward into net->grad (reads pass 0's input, activations and
+ * dlog). Together they compute exactly what fh_net_loss_grad does. On pass[0].s. */
+fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                              const float* weight);
+fh_status fh_net_backward(fh_net* net, int32_t B);
+
 /* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. */
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg);
 

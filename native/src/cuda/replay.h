@@ -13,12 +13,17 @@
  * padded = capacity rounded up to 32768. A rebuild is ONE launch (each block sums 8192 leaves into
  * l1/l2; the last block to finish sums l2 into l3 and total/count): 8 MB read at 2^21.
  *
- * Train step, all graph-capturable, on one stream:
- *   fh_launch_per_sample(r, b, B, seed, train_step, beta...)  slots + IS weights (2 launches)
+ * Train step, all graph-capturable:
+ *   fh_launch_per_sample(r, b, B, seed, train_step, beta..., s, offset)  slots + IS weights (2 launches)
  *   fh_launch_replay_gather(r, m, envs, b, B, dtype, obs, next_obs, ld)  act, ret, disc, obs, s'
  *   ... loss ...
  *   fh_launch_priority_update(r, b.slot, signal, B)   leaf = (signal+eps)^alpha, duplicates take the
  *                                                      max (deterministic), max_priority, rebuild
+ * The trainer (trainer_cuda.cu) prefetches: right after step k's loss and priority update it samples
+ * and gathers step k+1's batch on a side stream into a second fh_cuda_batch and input buffer, while
+ * step k's backward and Adam run. The sampler reads only the sum tree (leaf, l1..l3, total, count)
+ * and the step counter, so after priority_update_k it sees what it would see after Adam of step k,
+ * given offset 1 (Adam bumps the counter; the trainer orders the bump after the sampler's reads).
  */
 #ifndef FH_CUDA_REPLAY_H
 #define FH_CUDA_REPLAY_H
@@ -91,11 +96,13 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
 
 /* Stratified proportional sample of B slots: sample j draws
  * u = (j + fh_u01(philox(seed, j, step, SAMPLE)[0])) / B * total and descends the tree.
- * step = *train_step (device); beta = beta_start + (beta_end-beta_start)*min(1, step/beta_steps).
- * Writes b.slot, b.prob, b.weight, b.beta. Requires total > 0. (2 launches + 1 memset.) */
+ * step = *train_step + step_offset (device counter, read by both kernels);
+ * beta = beta_start + (beta_end-beta_start)*min(1, step/beta_steps).
+ * Writes b.slot, b.prob, b.weight, b.beta (and b.min_prob_bits, scratch); reads nothing but the
+ * tree and *train_step. Requires total > 0. (2 launches + 1 memset.) */
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end,
-                               int64_t beta_steps, cudaStream_t s);
+                               int64_t beta_steps, cudaStream_t s, int64_t step_offset = 0);
 
 /* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
  * ret, disc, and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored

@@ -8,11 +8,25 @@
  *   collect   stream C (net pass 1's stream): one graph of T steps
  *             [online forward (N rows) -> expected Q -> fused epsilon-greedy + env step + replay row +
  *             observe] then collect_end (env-step counter, sum-tree rebuild)
- *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step:
- *             sample -> gather [s; s'] -> [online([s; s']) (2B rows) | target(s')] on forked streams ->
- *             fused loss -> backward (heads forked; ReLU derivative and bias gradients in the GEMM
- *             epilogues where cuBLASLt has them) -> grad norm/clip -> Adam -> target update ->
- *             priority update -> loss/grad-norm history on the device (+ Q stats every qstats_every)
+ *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step k:
+ *             [k = 0 only: sample -> gather [s; s'] into batch set 0] ->
+ *             [online([s; s']) (2B rows) | target(s')] on forked streams -> fused loss -> priority
+ *             update (slots + loss signal; sum-tree rebuild) -> fork (e_fork): the side stream P samples
+ *             step k+1's batch (counter + 1, e_sampled) and gathers it into the other batch set (e_join),
+ *             while S runs the backward (heads forked; ReLU derivative and bias gradients in the GEMM
+ *             epilogues where cuBLASLt has them) [-> Q stats every qstats_every] -> S waits e_sampled
+ *             -> grad norm/clip -> Adam (bumps the step counter) -> target update -> loss/grad-norm
+ *             history on the device -> S waits e_join (the join, inside the graph).
+ *             Step k reads batch set k & 1 (fh_cuda_batch + pass 0's input, double-buffered); the
+ *             last step of an epoch prefetches nothing (collection changes the replay), so nothing
+ *             crosses an epoch boundary or lives in a checkpoint. Bit for bit the batch sampling at
+ *             the start of step k+1 would draw: the sampler reads only the sum tree (priority update k
+ *             is before the fork) and the step counter, as *step + 1 while it still holds k (Adam k
+ *             waits for e_sampled before it bumps it). Graph variants: one per TS_* flag combination
+ *             the epoch uses (Q stats, own sample, prefetch, odd set), captured at create.
+ *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement) keeps the order without
+ *             prefetch, every step on S: sample -> gather -> forwards -> loss -> backward [-> Q stats]
+ *             -> grad norm/clip -> Adam -> target update -> priority update -> history.
  *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
  *   flush     async copies of what is left (epsilon, evaluation records) into pinned memory, one
  *             event, ONE cudaEventSynchronize
@@ -21,7 +35,7 @@
  * launches the host reads the steps recorded so far without synchronising (keeping at most kRunAhead
  * steps queued), so a non-finite loss stops the epoch early. The trainer counts its synchronisations
  * (stats.host_syncs).
- * use_graphs = 0 launches exactly the same sequence eagerly.
+ * use_graphs = 0 launches exactly the same sequence eagerly (same streams, events and buffer sets).
  */
 #include <math.h>
 #include <signal.h>
@@ -72,12 +86,25 @@ struct fh_trainer {
   fh_cuda_market dm{};
   fh_cuda_envs envs{};
   fh_cuda_replay replay{};
-  fh_cuda_batch bb{};
+  /* Two batch sets (batch fields + pass 0's input [s; s']) for the replay prefetch: a train step reads
+   * set (k & 1) while the side stream writes step k+1's batch into the other. bb[0] / xs[0] (the net's
+   * own pass[0].x, cap rows) are also what the narrow entry points use; bb[1] / xs[1] hold `batch` rows
+   * and exist only with prefetch. net.pass[0].x is xs[0] except while a step of set 1 is launched. */
+  fh_cuda_batch bb[2]{};
+  void* xs[2] = {nullptr, nullptr};
   fh_cuda_eval ev{};
-  bool have_dm = false, have_envs = false, have_replay = false, have_bb = false, have_ev = false, have_net = false;
+  bool have_dm = false, have_envs = false, have_replay = false, have_ev = false, have_net = false;
+  bool have_bb[2] = {false, false};
   fh_net net{};
 
-  cudaGraphExec_t g_collect = nullptr, g_train = nullptr, g_train_q = nullptr, g_eval = nullptr;
+  /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
+  bool prefetch = false;
+  bool prefetch_off_by_env = false;
+  cudaStream_t s_side = nullptr;
+  cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
+
+  cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
+  cudaGraphExec_t g_step[16] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
    * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
@@ -167,30 +194,99 @@ static fh_status launch_collect(fh_trainer* t) {
   return fh_launch_collect_end(t->envs, &t->replay, t->cfg.episode_len, s);
 }
 
-/* One train step on the train stream. */
-static fh_status launch_train_step(fh_trainer* t, int with_qstats) {
+/* Train-step variants: one captured graph per combination the epoch loop uses (step_flags). */
+enum : unsigned {
+  TS_QSTATS = 1u,    /* Q statistics of the batch */
+  TS_SAMPLE = 2u,    /* sample + gather its own batch first (the first step of an epoch; every step without prefetch) */
+  TS_PREFETCH = 4u,  /* sample + gather step k+1's batch on the side stream, behind this step's backward */
+  TS_ODD = 8u,       /* reads batch set 1 (odd steps of an epoch); prefetches into set 0 */
+};
+
+/* Flags of step k of an epoch of `steps` steps. Step 0 samples for itself into set 0; step k reads set
+ * k & 1 and, unless it is the last, prefetches step k+1's batch into the other set (nothing prefetched
+ * crosses an epoch boundary: collection changes the replay). */
+static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
+  int32_t qe = t->cfg.qstats_every > 0 ? t->cfg.qstats_every : t->cfg.train_steps;
+  if (qe <= 0) qe = 1;
+  unsigned f = (((k + 1) % qe == 0) || k == steps - 1) ? TS_QSTATS : 0u;
+  if (!t->prefetch) return f | TS_SAMPLE;
+  if (k == 0) f |= TS_SAMPLE;
+  if (k + 1 < steps) f |= TS_PREFETCH;
+  if (k & 1) f |= TS_ODD;
+  return f;
+}
+
+/* PER sample (counter *net.step + step_offset) + gather [s; s'] of batch set `set` on stream s; the
+ * event `sampled` (optional) is recorded once the sampler has read the step counter. */
+static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, int64_t step_offset,
+                                      cudaEvent_t sampled) {
+  const int32_t B = t->batch;
+  const fh_net* net = &t->net;
+  const fh_config& c = t->cfg;
+  const fh_cuda_batch& bb = t->bb[set];
+  void* x = t->xs[set];
+  void* xn = static_cast<char*>(x) + (size_t)B * net->L.D * fh_dtype_size(net->op); /* == fh_net_next_obs */
+  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
+                              c.per_beta_steps, s, step_offset));
+  if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
+  return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, xn, t->obs_dim, s);
+}
+
+static fh_status launch_qstats(fh_trainer* t, cudaStream_t s) {
+  fh_net* net = &t->net;
+  FH_TRY(fh_net_expected_q(net, 0, t->batch, s));
+  return fh_launch_qstats(net->pass[0].q, net->nq, t->batch, net->L.branch_sizes, net->L.n_branches, net->qs_part,
+                          t->qstats, s);
+}
+
+/* One train step on the train stream S (pass 0's input already points at the step's batch set). */
+static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   cudaStream_t s = train_stream(t);
   const int32_t B = t->batch;
   fh_net* net = &t->net;
   const fh_config& c = t->cfg;
   const bool replay = !(net->knockout & FH_KO_REPLAY);
-  if (replay) {
-    FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
-                                c.per_beta_steps, s));
-    FH_TRY(fh_launch_replay_gather(t->replay, t->dm, c.window, t->bb, B, net->op, net->pass[0].x,
-                                   fh_net_next_obs(net, B), t->obs_dim, s));
+  const int set = (flags & TS_ODD) ? 1 : 0;
+  const fh_cuda_batch& bb = t->bb[set];
+  if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, 0, nullptr));
+  if (!t->prefetch) { /* FH_TRAIN_PREFETCH=0: the order without prefetch */
+    FH_TRY(fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight));
+    if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
+    FH_TRY(fh_net_optimise(net, c));
+    if (replay) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
+    return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
+                                 t->d_done, s);
   }
-  FH_TRY(fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight));
-  if (with_qstats) {
-    FH_TRY(fh_net_expected_q(net, 0, B, s));
-    FH_TRY(fh_launch_qstats(net->pass[0].q, net->nq, B, net->L.branch_sizes, net->L.n_branches, net->qs_part,
-                            t->qstats, s));
+  FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight));
+  /* the priority update needs only the slots and the loss's signal; the next sample must see it */
+  if (replay) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
+  const bool pf = replay && (flags & TS_PREFETCH);
+  if (pf) {
+    /* fork: step k+1's sample + gather into the other set, concurrent with this step's backward. The
+     * counter still reads k here (Adam of this step bumps it), hence offset 1; Adam waits for e_sampled */
+    FH_CUDA_TRY(cudaEventRecord(t->e_fork, s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
+    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, 1, t->e_sampled));
+    FH_CUDA_TRY(cudaEventRecord(t->e_join, t->s_side));
   }
+  FH_TRY(fh_net_backward(net, B));
+  if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
+  if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_sampled, 0));
   FH_TRY(fh_net_optimise(net, c));
-  if (replay) FH_TRY(fh_launch_priority_update(t->replay, t->bb.slot, net->signal, B, s));
   FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, t->d_done,
                                s));
+  if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0)); /* join before the step (graph) ends */
   return FH_OK;
+}
+
+/* One train step: every consumer of pass 0's input (both training forwards, the s' view, the layer-1
+ * weight gradient) reads the step's set; pass[0].x goes back to set 0 afterwards. Graphs bake the
+ * pointer in, so set 1 has graph variants of its own (TS_ODD). */
+static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
+  t->net.pass[0].x = t->xs[(flags & TS_ODD) ? 1 : 0];
+  const fh_status st = launch_train_step_body(t, flags);
+  t->net.pass[0].x = t->xs[0];
+  return st;
 }
 
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
@@ -200,7 +296,7 @@ static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net)
 
 typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
 static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
-static fh_status seq_train(fh_trainer* t, int q) { return launch_train_step(t, q); }
+static fh_status seq_train(fh_trainer* t, int flags) { return launch_train_step(t, (unsigned)flags); }
 static fh_status seq_eval(fh_trainer* t, int) { return launch_eval(t); }
 
 /* Capture one launch sequence on stream s into an instantiated graph. */
@@ -217,7 +313,7 @@ static fh_status capture(fh_trainer* t, cudaStream_t s, fh_seq_fn fn, int arg, c
     fh_cuda_set_error(__FILE__, __LINE__, "cudaStreamEndCapture", cudaGetErrorString(e));
     return fail_dev(t, fh_cuda_status(e), what);
   }
-  e = cudaGraphInstantiate(out, g, 0);
+  e = cudaGraphInstantiate(out, g, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(g);
   if (e != cudaSuccess) {
     fh_cuda_set_error(__FILE__, __LINE__, "cudaGraphInstantiate", cudaGetErrorString(e));
@@ -232,11 +328,15 @@ static void destroy_all(fh_trainer* t) {
   if (!t) return;
   cudaSetDevice(t->device);
   cudaDeviceSynchronize();
-  cudaGraphExec_t gs[] = {t->g_collect, t->g_train, t->g_train_q, t->g_eval};
+  cudaGraphExec_t gs[] = {t->g_collect, t->g_eval};
   for (auto g : gs)
     if (g) cudaGraphExecDestroy(g);
+  for (auto g : t->g_step)
+    if (g) cudaGraphExecDestroy(g);
   if (t->have_ev) fh_cuda_eval_free(&t->ev);
-  if (t->have_bb) fh_cuda_batch_free(&t->bb);
+  for (int i = 0; i < 2; ++i)
+    if (t->have_bb[i]) fh_cuda_batch_free(&t->bb[i]);
+  if (t->xs[1]) cudaFree(t->xs[1]);  /* xs[0] is the net's */
   if (t->have_replay) fh_cuda_replay_free(&t->replay);
   if (t->have_envs) fh_cuda_envs_free(&t->envs);
   if (t->have_dm) fh_cuda_market_free(&t->dm);
@@ -246,9 +346,10 @@ static void destroy_all(fh_trainer* t) {
   if (t->h_qstats) cudaFreeHost(t->h_qstats);
   if (t->h_done) cudaFreeHost(t->h_done);
   if (t->h_eps) cudaFreeHost(t->h_eps);
-  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3};
+  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3, t->e_fork, t->e_sampled, t->e_join};
   for (auto e : es)
     if (e) cudaEventDestroy(e);
+  if (t->s_side) cudaStreamDestroy(t->s_side);
   delete t;
 }
 
@@ -279,8 +380,16 @@ static double fwd_flops_per_row(const fh_layout& L) {
   return f;
 }
 
+/* Bytes per batch row of the trainer's second batch set (prefetch): 2 input rows [s; s'] of the op
+ * dtype and the fh_cuda_batch fields (slot, prob, weight, act[3], ret, disc). Counted whether or not
+ * FH_TRAIN_PREFETCH is on, so the auto batch is the same in both modes. */
+static int64_t prefetch_bytes_per_row(const fh_config& c, int32_t obs_dim) {
+  const int64_t es = c.deterministic ? 4 : 2;
+  return 2 * (int64_t)obs_dim * es + 4 + 8 + 4 + 3 * 4 + 4 + 4;
+}
+
 static int32_t auto_batch(const fh_config& c, int32_t obs_dim, size_t free_bytes) {
-  const int64_t per_row = fh_net_bytes_per_row(c, obs_dim) + 64;
+  const int64_t per_row = fh_net_bytes_per_row(c, obs_dim) + 64 + prefetch_bytes_per_row(c, obs_dim);
   const int32_t cap = c.batch_cap > 0 ? c.batch_cap : 16384;
   int32_t b = 1;
   while ((int64_t)b * 2 <= cap && (double)((int64_t)b * 2 * per_row) <= 0.5 * (double)free_bytes) b *= 2;
@@ -309,17 +418,18 @@ static fh_status warm_up(fh_trainer* t) {
   for (int p = 0; p < 2; ++p)
     TR_CUDA(t, cudaMemsetAsync(net->pass[p].x, 0, (size_t)net->pass[p].cap * t->obs_dim * es, net->pass[p].s),
             "warm-up");
-  TR_CUDA(t, cudaMemsetAsync(t->bb.act, 0, (size_t)B * 3 * sizeof(int32_t), train_stream(t)), "warm-up");
-  TR_CUDA(t, cudaMemsetAsync(t->bb.ret, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
-  TR_CUDA(t, cudaMemsetAsync(t->bb.disc, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
-  TR_CUDA(t, cudaMemsetAsync(t->bb.weight, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  const fh_cuda_batch& bb = t->bb[0];
+  TR_CUDA(t, cudaMemsetAsync(bb.act, 0, (size_t)B * 3 * sizeof(int32_t), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(bb.ret, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(bb.disc, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
+  TR_CUDA(t, cudaMemsetAsync(bb.weight, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
-  fh_status st = fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight);
+  fh_status st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
   if (st == FH_ERR_UNSUPPORTED && net->fused) {
     /* cuBLASLt has no algorithm for a fused backward epilogue on this GPU/shape: elementwise kernels */
     net->fused = 0;
     TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
-    st = fh_net_loss_grad(net, B, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight);
+    st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
   }
   TR_TRY(t, st, "warm-up train shapes");
   TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
@@ -363,8 +473,32 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   TR_TRY(t, fh_net_create(&t->net, c, t->obs_dim, t->cap), "network allocation");
   t->have_net = true;
   TR_TRY(t, fh_eval_fused_setup(&t->ev, &t->net, -1), "fused evaluation setup");
-  TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb), "batch allocation");
-  t->have_bb = true;
+  TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb[0]), "batch allocation");
+  t->have_bb[0] = true;
+  t->xs[0] = t->net.pass[0].x;
+  {
+    /* replay prefetch: off with FH_TRAIN_PREFETCH=0, without replay (knockout) or with fewer than 2 steps */
+    const char* pe = getenv("FH_TRAIN_PREFETCH");
+    t->prefetch_off_by_env = pe && pe[0] == '0';
+    t->prefetch = !t->prefetch_off_by_env && !(t->net.knockout & FH_KO_REPLAY) && c.train_steps > 1;
+  }
+  if (t->prefetch) {
+    TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
+    t->have_bb[1] = true;
+    const size_t xb = (size_t)2 * t->batch * t->obs_dim * fh_dtype_size(t->net.op);
+    TR_CUDA(t, cudaMalloc(&t->xs[1], xb), "batch input allocation");
+    TR_CUDA(t, cudaMemset(t->xs[1], 0, xb), "batch input allocation");
+    /* the side stream's kernels get the device's highest priority (FH_SIDE_PRIORITY=0: default
+     * priority), so that the block scheduler starts them between the backward GEMMs' waves; the graphs
+     * keep it per node (cudaGraphInstantiateFlagUseNodePriority) */
+    int least = 0, greatest = 0;
+    TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
+    const char* sp = getenv("FH_SIDE_PRIORITY");
+    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && strcmp(sp, "0") == 0 ? 0 : greatest),
+            "stream creation");
+    cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
+    for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
+  }
 
   const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
   TR_CUDA(t, cudaHostAlloc(&t->h_loss, sizeof(float) * S, cudaHostAllocMapped), "mapped history allocation");
@@ -395,8 +529,14 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   FH_TRY(warm_up(t));
   if (c.use_graphs) {
     FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
-    FH_TRY(capture(t, train_stream(t), seq_train, 0, &t->g_train, "train-step graph capture"));
-    FH_TRY(capture(t, train_stream(t), seq_train, 1, &t->g_train_q, "train-step (Q stats) graph capture"));
+    /* the train-step variants an epoch of train_steps steps launches (step_flags) */
+    for (int32_t k = 0; k < c.train_steps; ++k) {
+      const unsigned f = step_flags(t, k, c.train_steps);
+      if (t->g_step[f]) continue;
+      char what[96];
+      snprintf(what, sizeof what, "train-step graph capture (variant 0x%x)", f);
+      FH_TRY(capture(t, train_stream(t), seq_train, (int)f, &t->g_step[f], what));
+    }
     if (t->ev.n_seg > 0 && !t->ev.fused.on)
       FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
     TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
@@ -505,6 +645,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   int w = snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward, %s train logits",
                    t->net.op == FH_BF16 ? "bf16" : "fp32", t->cfg.use_graphs ? "graphs" : "eager",
                    t->net.fused ? "fused-epilogue" : "kernel", t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
+  if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
     snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
   return FH_OK;
@@ -539,16 +681,15 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const bool can_train = S > 0 && env_step_after > c.n_step && stored >= c.learning_starts;
   const int32_t steps = can_train ? S : 0;
   TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
-  const int32_t qe = c.qstats_every > 0 ? c.qstats_every : S;
   /* Between launches the host reads the steps the device has recorded (mapped memory, no sync): a
    * loss or grad norm that is not finite stops the epoch early instead of after all S steps. */
   *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
   int64_t checked = t->train_step;
   int32_t launched = 0, bad_step = -1;
   for (int32_t k = 0; k < steps && bad_step < 0; ++k) {
-    const int with_q = ((k + 1) % qe == 0) || k == steps - 1;
-    if (t->g_train) TR_CUDA(t, cudaGraphLaunch(with_q ? t->g_train_q : t->g_train, st), "train-step graph launch");
-    else TR_TRY(t, launch_train_step(t, with_q), "train step");
+    const unsigned f = step_flags(t, k, steps);
+    if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
+    else TR_TRY(t, launch_train_step(t, f), "train step");
     ++launched;
     /* keep at most kRunAhead steps queued: wait (polling mapped memory, no CUDA synchronisation) until
      * step k - kRunAhead + 1 is recorded; the device still has the later steps to run meanwhile */
@@ -894,11 +1035,12 @@ extern "C" FH_API fh_status fh_trainer_loss_grad(fh_trainer* t, int32_t n, const
   TR_CUDA(t, cudaDeviceSynchronize(), "loss_grad");
   FH_TRY(upload_obs(t, 0, t->net.pass[0].x, n, obs));
   FH_TRY(upload_obs(t, 0, fh_net_next_obs(&t->net, n), n, next_obs));
-  TR_CUDA(t, cudaMemcpy(t->bb.act, act, (size_t)n * 3 * 4, cudaMemcpyHostToDevice), "loss_grad upload");
-  TR_CUDA(t, cudaMemcpy(t->bb.ret, ret, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
-  TR_CUDA(t, cudaMemcpy(t->bb.disc, disc, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
-  TR_CUDA(t, cudaMemcpy(t->bb.weight, weight, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
-  TR_TRY(t, fh_net_loss_grad(&t->net, n, t->bb.act, t->bb.ret, t->bb.disc, t->bb.weight), "loss_grad");
+  const fh_cuda_batch& bb = t->bb[0]; /* set 0: pass[0].x is xs[0] outside a train step */
+  TR_CUDA(t, cudaMemcpy(bb.act, act, (size_t)n * 3 * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(bb.ret, ret, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(bb.disc, disc, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_CUDA(t, cudaMemcpy(bb.weight, weight, (size_t)n * 4, cudaMemcpyHostToDevice), "loss_grad upload");
+  TR_TRY(t, fh_net_loss_grad(&t->net, n, bb.act, bb.ret, bb.disc, bb.weight), "loss_grad");
   TR_CUDA(t, cudaStreamSynchronize(train_stream(t)), "loss_grad");
   if (loss) {
     float l = 0;
