@@ -102,7 +102,10 @@ describe.skipIf(!hasChromium)('dashboard in headless Chromium', () => {
       await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
     }
     expect(errors).toEqual([]);
-    // the fleet shows the three workers and the quarantined GPU
+    // the fleet shows the three workers and the quarantined GPU; their heartbeats are refreshed first,
+    // as live workers do every few seconds (the seeded hashes expire like real ones, and the pages above
+    // can take longer than that on a loaded machine)
+    await seedWorkers(redis, keys);
     await page.goto(`${base}/`);
     expect(await page.locator('#workers tbody tr').count()).toBe(3);
     expect(await page.textContent('main')).toContain('Quarantined GPUs');
