@@ -16,15 +16,23 @@
  *
  * The C51 projection is fh_c51_project_one (c51.cuh), the same code the CPU backend runs.
  * Launch: 128 threads (4 samples) per block; atoms <= 64; actions outside range are clamped.
- * C51 with branches of <= 8 actions (the reference: 3, 4, 3) runs fh_c51_loss_fast_kernel instead:
- * the same math with everything in registers and the projection spread over the lanes.
+ * C51 with branches of <= 8 actions (the reference: 3, 4, 3) runs a register kernel instead:
+ *   fp32 mode (fp32 GEMM operands): fh_c51_loss_fast_kernel, the same math with everything in
+ *     registers and the projection spread over the lanes (IEEE expf / logf / divisions);
+ *   bf16 mode: fh_c51_loss_fastmath_kernel, the same loss with approximate math (ex2 / lg2 / rcp
+ *     approximations, reciprocal-multiplies, halving warp all-reduces): about 40% fewer instructions,
+ *     results within a few float ulps per operation of the exact kernels (bf16 mode is compared to
+ *     the CPU only within bf16 tolerance). FH_LOSS_FAST=0 runs the exact kernel in bf16 mode too.
+ * FH_LOSS_KERNEL=general selects fh_bdq_loss_kernel for every configuration.
  */
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 #include "c51.cuh"
 
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 static constexpr int kLossMaxWarps = 4;
 
@@ -33,6 +41,12 @@ static constexpr int kLossMaxWarps = 4;
 static bool fh_loss_general_forced() {
   const char* e = getenv("FH_LOSS_KERNEL");
   return e && strcmp(e, "general") == 0;
+}
+/* FH_LOSS_FAST=0 keeps the exact (IEEE, fp32-mode) arithmetic of the register kernel in bf16 mode too
+ * (read at each launch, like FH_LOSS_KERNEL; for A/B comparisons). */
+static bool fh_loss_fast_math_allowed() {
+  const char* e = getenv("FH_LOSS_FAST");
+  return !(e && strcmp(e, "0") == 0);
 }
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
@@ -446,6 +460,427 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   }
 }
 
+/* ---- the same C51 loss with approximate math, for bf16 mode (FH_LOSS_FAST, on by default there) ----
+ * bf16 mode compares to the CPU only within bf16 tolerance, so this variant trades IEEE-exact results
+ * for instructions: exp as ex2.approx of a pre-scaled FMA, log as lg2.approx, a reciprocal-multiply for
+ * every division (rcp.approx; plus one Newton step for the per-sample constants 1/n, 1/nb, dz and 1/dz,
+ * whose errors would otherwise move every logit or every b_j), loads without branches (clamped
+ * columns), and fewer warp shuffles:
+ *   - multi-value warp reductions are all-reduces by halving (fh_warp_allreduce): at each XOR step a
+ *     lane keeps half of its values and adds the partner's copy of that half, then the same steps run
+ *     backwards swapping the halves, so N values cost about 2 N shuffles instead of 5 N, and every
+ *     lane still ends with the same bits (no indexed shuffles: ptxas spent ~40 more registers on
+ *     those); expected Q of s' divides A_c by S_c once, at the bottom (fh_warp_ratio_allreduce);
+ *   - the online softmax reuses its exponentials for p (p = e / S, not exp(logp)), and the loss needs
+ *     one reduction: sum_d CE_d = sum_j t_j (sum_d lse_d - sum_d x_d,j);
+ *   - the C51 projection weights are max(0, 1 - |b_j - k|) (the same split as fh_c51_project_one); the
+ *     run of j reaching atom k starts at a branchless binary search and ends at the first b_j >= k + 1;
+ *     disc == 0 (every b_j equal) takes the closed form (sum_j m_j) max(0, 1 - |b - k|).
+ * The clamps of the projection stay (b in [0, atoms - 1]; no atom index is derived from b), and a NaN
+ * target (or a non-finite disc) still poisons the whole row. Results agree with the exact kernels to a
+ * few float ulps per operation (the argmax can differ only where two expected Qs tie to ~1e-6);
+ * deterministic run to run. */
+
+static constexpr float kLog2e = 1.4426950408889634f;
+static constexpr float kLn2 = 0.6931471805599453f;
+
+static __device__ __forceinline__ float fh_ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+static __device__ __forceinline__ float fh_lg2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+static __device__ __forceinline__ float fh_rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+/* 1/x to within about half an ulp: rcp.approx and one Newton step (for the constants of a sample:
+ * 1/n of the dueling means, the support spacing; their errors would move every logit or every b_j) */
+static __device__ __forceinline__ float fh_rcp_refined(float x) {
+  const float r = fh_rcp_approx(x);
+  return __fmaf_rn(r, __fmaf_rn(-x, r, 1.0f), r);
+}
+/* exp(x - m) given mL = m * log2(e) */
+static __device__ __forceinline__ float fh_exp_shifted(float x, float mL) { return fh_ex2_approx(__fmaf_rn(x, kLog2e, -mL)); }
+
+/* All-reduce of N <= 32 values: the reduce-scatter steps, then the same steps backwards exchanging
+ * the halves (XOR shuffles), so every lane ends with every total, bit-identical across lanes. */
+template <bool MAX, int N, int O = 16>
+__device__ __forceinline__ void fh_warp_allreduce(float (&v)[N], int lane) {
+  if constexpr (N == 1) {
+#pragma unroll
+    for (int o = O; o > 0; o >>= 1) {
+      const float p = __shfl_xor_sync(0xffffffffu, v[0], o);
+      v[0] = MAX ? fmaxf(v[0], p) : v[0] + p;
+    }
+  } else {
+    static_assert(O > 0, "fh_warp_allreduce: more values than lanes");
+    constexpr int H = (N + 1) / 2;
+    const bool up = (lane & O) != 0;
+    float h[H];
+#pragma unroll
+    for (int c = 0; c < H; ++c) {
+      const float lo = v[c];
+      float hi = MAX ? -INFINITY : 0.0f;
+      if (c + H < N) hi = v[c + H];
+      const float keep = up ? hi : lo, send = up ? lo : hi;
+      const float p = __shfl_xor_sync(0xffffffffu, send, O);
+      h[c] = MAX ? fmaxf(keep, p) : keep + p;
+    }
+    fh_warp_allreduce<MAX, H, O / 2>(h, lane);
+#pragma unroll
+    for (int c = 0; c < H; ++c) {
+      const float p = __shfl_xor_sync(0xffffffffu, h[c], O);
+      v[c] = up ? p : h[c];
+      if (c + H < N) v[c + H] = up ? h[c] : p;
+    }
+  }
+}
+
+/* q_c = A_c / S_c of the warp totals of S_c and A_c (N <= 32 each), in every lane: the steps of
+ * fh_warp_allreduce with the quotient taken once, where a lane is left with one S and its A. */
+template <int N, int O = 16>
+__device__ __forceinline__ void fh_warp_ratio_allreduce(const float (&S)[N], const float (&A)[N], float (&q)[N],
+                                                        int lane) {
+  if constexpr (N == 1) {
+    float s = S[0], a = A[0];
+#pragma unroll
+    for (int o = O; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      a += __shfl_xor_sync(0xffffffffu, a, o);
+    }
+    q[0] = a * fh_rcp_approx(s);
+  } else {
+    static_assert(O > 0, "fh_warp_ratio_allreduce: more values than lanes");
+    constexpr int H = (N + 1) / 2;
+    const bool up = (lane & O) != 0;
+    float hs[H], ha[H], hq[H];
+#pragma unroll
+    for (int c = 0; c < H; ++c) {
+      float s_hi = 0.0f, a_hi = 0.0f;
+      if (c + H < N) {
+        s_hi = S[c + H];
+        a_hi = A[c + H];
+      }
+      hs[c] = (up ? s_hi : S[c]) + __shfl_xor_sync(0xffffffffu, up ? S[c] : s_hi, O);
+      ha[c] = (up ? a_hi : A[c]) + __shfl_xor_sync(0xffffffffu, up ? A[c] : a_hi, O);
+    }
+    fh_warp_ratio_allreduce<H, O / 2>(hs, ha, hq, lane);
+#pragma unroll
+    for (int c = 0; c < H; ++c) {
+      const float p = __shfl_xor_sync(0xffffffffu, hq[c], O);
+      q[c] = up ? p : hq[c];
+      if (c + H < N) q[c + H] = up ? hq[c] : p;
+    }
+  }
+}
+
+template <typename T, typename L, int MAXN>
+static __global__ void __launch_bounds__(kFastWarps * 32)
+    fh_c51_loss_fastmath_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
+                                const int32_t* __restrict__ act, const float* __restrict__ ret,
+                                const float* __restrict__ disc, const float* __restrict__ weight, int B,
+                                float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
+  constexpr int NB = FH_MAX_BRANCHES, NA = NB * MAXN;
+  static_assert(NA <= 32, "fh_c51_loss_fastmath_kernel: at most 32 action slots");
+  __shared__ float s_m[kFastWarps][FH_MAX_ATOMS_GPU];
+  __shared__ float s_b[kFastWarps][FH_MAX_ATOMS_GPU];
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * kFastWarps + w;
+  if (i >= B) return;
+  const int nb = on_s.nb, atoms = on_s.atoms;
+  const bool ok[2] = {lane < atoms, lane + 32 < atoms};
+  /* in-row columns of this lane's atoms: loads are unconditional (values past the end unused) */
+  const int jc[2] = {lane < atoms ? lane : atoms - 1, lane + 32 < atoms ? lane + 32 : atoms - 1};
+  const float vmin = on_s.v_min, vmax = on_s.v_max;
+  const float inv_nb = fh_rcp_refined((float)nb);
+  int n[NB], nl[NB];  /* nl: the last action whose row is read (slots past it re-read it, unused) */
+  float inv_n[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    n[d] = d < nb ? on_s.n[d] : 0;
+    nl[d] = (d < nb ? n[d] : on_s.n[0]) - 1;
+    inv_n[d] = fh_rcp_refined(n[d] > 0 ? (float)n[d] : 1.0f);
+  }
+
+  /* double DQN: expected Q of every action of online(s'): q_c = A_c / S_c, S_c = sum_j e_j,
+   * A_c = sum_j e_j z_j, e_j = exp(x_j - max_j x_j) over this action's atoms (c = d * MAXN + a).
+   * Its rows are loaded (all loads first) and used up before those of target(s') and online(s). */
+  const float dz = (vmax - vmin) * fh_rcp_refined((float)(atoms - 1));
+  float zk[2];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) zk[k] = vmin + (float)(lane + 32 * k) * dz;
+  float q[NA];
+  {
+    float nv[2], xn[NA][2], mn[NB][2], mx[NA];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
+#pragma unroll
+    for (int d = 0; d < NB; ++d) {
+      const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+          xn[d * MAXN + a][k] = fh_ldg_f32(p + (a < nl[d] ? a : nl[d]) * atoms + jc[k]);
+    }
+    /* dueling means over actions (sum in action order, times 1/n) */
+#pragma unroll
+    for (int d = 0; d < NB; ++d)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int a = 0; a < MAXN; ++a)
+          if (a < n[d]) sum += xn[d * MAXN + a][k];
+        mn[d][k] = sum * inv_n[d];
+      }
+#pragma unroll
+    for (int d = 0; d < NB; ++d)
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a) {
+        const int c = d * MAXN + a;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) xn[c][k] = ok[k] ? nv[k] + xn[c][k] - mn[d][k] : -INFINITY;
+        mx[c] = fmaxf(xn[c][0], xn[c][1]);
+      }
+    fh_warp_allreduce<true>(mx, lane);
+    float S[NA], A[NA];
+#pragma unroll
+    for (int c = 0; c < NA; ++c) {
+      const float mL = mx[c] * kLog2e;
+      float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float e = fh_exp_shifted(xn[c][k], mL);  /* 0 for the -inf of atoms past the end */
+        sum += e;
+        acc = __fmaf_rn(e, zk[k], acc);
+      }
+      S[c] = sum;
+      A[c] = acc;
+    }
+    fh_warp_ratio_allreduce(S, A, q, lane);
+  }
+
+  /* the value and advantage rows of target(s') and online(s) (all loads first), their dueling means */
+  float tv[2], ov[2];
+  float ta[NB][MAXN][2], oa[NB][MAXN][2], osel[NB][2] = {};
+  int ad[NB];
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    tv[k] = fh_ldg_f32(tg_sn.v + (int64_t)i * tg_sn.ldv + jc[k]);
+    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
+  }
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
+    ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
+    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : tg_sn.a[0] + (int64_t)i * tg_sn.lda[0];
+    const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int c = (a < nl[d] ? a : nl[d]) * atoms + jc[k];
+        ta[d][a][k] = fh_ldg_f32(pt + c);
+        oa[d][a][k] = fh_ldg_f32(po + c);
+        if (a == ad[d]) osel[d][k] = oa[d][a][k];
+      }
+  }
+  float mt[NB][2], mo[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      float y = 0.0f, z = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MAXN; ++a)
+        if (a < n[d]) {
+          y += ta[d][a][k];
+          z += oa[d][a][k];
+        }
+      mt[d][k] = y * inv_n[d];
+      mo[d][k] = z * inv_n[d];
+    }
+
+  /* target: mean over branches of softmax(target logits at a*_d) (first max on ties, as fh_argmax);
+   * the chosen row is read again (an L1 hit) rather than kept in registers through the argmax */
+  float xt[NB][2], tm[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float bq = -INFINITY;
+    int astar = 0;
+#pragma unroll
+    for (int a = 0; a < MAXN; ++a)
+      if (a < n[d]) {
+        const float qa = q[d * MAXN + a];
+        if (qa > bq) {
+          bq = qa;
+          astar = a;
+        }
+      }
+    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] + astar * atoms : nullptr;
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;
+    tm[d] = fmaxf(xt[d][0], xt[d][1]);
+  }
+  fh_warp_allreduce<true>(tm, lane);
+  float ts[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const float mL = tm[d] * kLog2e;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) xt[d][k] = fh_exp_shifted(xt[d][k], mL);
+    ts[d] = xt[d][0] + xt[d][1];
+  }
+  fh_warp_allreduce<false>(ts, lane);
+  float mj[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+    if (d < nb) {
+      const float inv = fh_rcp_approx(ts[d]) * inv_nb;  /* the mean over branches folded in */
+#pragma unroll
+      for (int k = 0; k < 2; ++k) mj[k] = __fmaf_rn(xt[d][k], inv, mj[k]);
+    }
+
+  /* C51 projection of m after ret + disc z, every lane its own atoms */
+  const float inv_dz = (float)(atoms - 1) * fh_rcp_refined(vmax - vmin);
+  const float r = ret[i], g = disc[i];
+  bool nan = false;
+  float b_own = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const int j = lane + 32 * k;
+    if (ok[k]) {
+      float tz = r + g * zk[k];
+      nan = nan || tz != tz;
+      tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+      float b = (tz - vmin) * inv_dz;
+      if (b > (float)(atoms - 1)) b = (float)(atoms - 1);
+      if (b < 0.0f) b = 0.0f;
+      s_m[w][j] = mj[k];
+      s_b[w][j] = b;
+      if (k == 0) b_own = b;
+    }
+  }
+  /* a non-finite disc poisons too (the exact kernels get NaN from inf * 0 only where some z_j is 0) */
+  nan = __any_sync(0xffffffffu, nan) || !(fabsf(g) <= FLT_MAX);
+  __syncwarp();
+  float st[2] = {0.0f, 0.0f};
+  if (g == 0.0f) {
+    /* every b_j is the same (lane 0's): all of the mass goes to floor(b) and ceil(b) */
+    const float b = __shfl_sync(0xffffffffu, b_own, 0);
+    const float mass = fh_warp_sum(mj[0] + mj[1]);
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      st[k] = ok[k] ? mass * fmaxf(0.0f, 1.0f - fabsf(b - (float)(lane + 32 * k))) : 0.0f;
+  } else {
+    /* Atom kk receives m_j max(0, 1 - |b_j - kk|) from each j; with disc >= 0, b_j is non-decreasing
+     * in j, so the j with b_j in (kk - 1, kk + 1) are one run: it starts at or after the last j with
+     * b_j <= kk - 1 found below (any j before the run adds 0) and ends before the first b_j >= kk + 1.
+     * disc < 0 (never in training) or NaN scans every j. */
+    const bool runs = g >= 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const int kk = lane + 32 * k;
+      const float fk = (float)kk;
+      float acc = 0.0f;
+      if (ok[k]) {
+        int j = 0;
+        if (runs) {
+#pragma unroll
+          for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
+            if (j + s <= atoms && s_b[w][j + s - 1] <= fk - 1.0f) j += s;
+        }
+        for (; j < atoms; ++j) {
+          const float b = s_b[w][j];
+          if (runs && b >= fk + 1.0f) break;
+          acc = __fmaf_rn(s_m[w][j], fmaxf(0.0f, 1.0f - fabsf(b - fk)), acc);
+        }
+      }
+      st[k] = acc;
+    }
+  }
+  if (nan) st[0] = st[1] = r + g * vmin + NAN;
+
+  /* online(s): cross-entropy and gradient per branch */
+  const float coef = weight[i] * fh_rcp_approx((float)B * (float)nb);
+  float xo[NB][2], om[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) xo[d][k] = ok[k] && d < nb ? ov[k] + osel[d][k] - mo[d][k] : -INFINITY;
+    om[d] = fmaxf(xo[d][0], xo[d][1]);
+  }
+  fh_warp_allreduce<true>(om, lane);
+  float eo[NB][2], os[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const float mL = om[d] * kLog2e;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) eo[d][k] = fh_exp_shifted(xo[d][k], mL);
+    os[d] = eo[d][0] + eo[d][1];
+  }
+  fh_warp_allreduce<false>(os, lane);
+  /* sum_d CE_d = sum_j t_j (sum_d lse_d - sum_d x_d,j) */
+  float lse_sum = 0.0f, xsum[2] = {0.0f, 0.0f}, gk[NB][2];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    if (d < nb) {
+      lse_sum += om[d] + fh_lg2_approx(os[d]) * kLn2;
+      const float inv = fh_rcp_approx(os[d]);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        if (ok[k]) xsum[k] += xo[d][k];
+        gk[d][k] = ok[k] ? coef * (eo[d][k] * inv - st[k]) : 0.0f;
+      }
+    } else {
+      gk[d][0] = gk[d][1] = 0.0f;
+    }
+  }
+  float ce = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+    if (ok[k]) ce = __fmaf_rn(st[k], lse_sum - xsum[k], ce);
+  ce = fh_warp_sum(ce);
+
+  /* gradient rows: dueling backward of every branch, the value row, pads 0 */
+  float dv[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    if (d < nb) {
+      T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        dv[k] += gk[d][k];
+        const int j = lane + 32 * k;
+        if (ok[k]) {
+          const float mean_g = gk[d][k] * inv_n[d];
+#pragma unroll
+          for (int a = 0; a < MAXN; ++a)
+            if (a < n[d]) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
+        }
+      }
+      for (int c = n[d] * atoms + lane; c < grad.lda[d]; c += 32) arow[c] = fh_from_f32<T>(0.0f);
+    }
+  }
+  T* vrow = grad.v + (int64_t)i * grad.ldv;
+#pragma unroll
+  for (int k = 0; k < 2; ++k)
+    if (ok[k]) vrow[lane + 32 * k] = fh_from_f32<T>(dv[k]);
+  for (int c = atoms + lane; c < grad.ldv; c += 32) vrow[c] = fh_from_f32<T>(0.0f);
+  if (lane == 0) {
+    wloss[i] = weight[i] * (ce * inv_nb);
+    signal[i] = ce;
+  }
+}
+
 template <typename T, typename L>
 fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
@@ -456,6 +891,19 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
   if (on_s.atoms > 1 && on_s.atoms <= FH_MAX_ATOMS_GPU && on_s.nb <= FH_MAX_BRANCHES && maxn <= 8 &&
       !fh_loss_general_forced()) {
     const unsigned blocks = (unsigned)CEIL_DIV(B, kFastWarps);
+    /* bf16 mode (bf16 GEMM operands): approximate math; fp32 mode: the exact kernel, always */
+    if constexpr (std::is_same<T, fh_bf16>::value) {
+      if (fh_loss_fast_math_allowed()) {
+        if (maxn <= 4)
+          fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
+        else
+          fh_c51_loss_fastmath_kernel<T, L, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
+        FH_LAUNCH_CHECK();
+        return FH_OK;
+      }
+    }
     if (maxn <= 4)
       fh_c51_loss_fast_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
                                                                        wloss, signal, grad);

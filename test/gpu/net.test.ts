@@ -157,7 +157,8 @@ function expectClose(a: ReturnType<typeof lossGradWith>, b: ReturnType<typeof lo
 
 describe('alternative kernels of the train step agree', () => {
   // The register-only C51 loss (default for branches of <= 8 actions) against the general
-  // shared-memory kernel (FH_LOSS_KERNEL=general): same math, sums in another order.
+  // shared-memory kernel (FH_LOSS_KERNEL=general): same math, sums in another order (in bf16 mode the
+  // register kernel also runs approximate exp / log / reciprocals, FH_LOSS_FAST below).
   for (const det of [1, 0]) {
     test(`${det ? 'fp32 deterministic' : 'bf16'}: fast C51 loss == general C51 loss`, () => {
       const cfg = tinyConfig(['agent.atoms=51']);
@@ -166,6 +167,25 @@ describe('alternative kernels of the train step agree', () => {
       expectClose(a, b, 1e-5, det ? 1e-5 : 1e-2);
     });
   }
+  // bf16 mode: the approximate-math register kernel (default) against the exact one (FH_LOSS_FAST=0,
+  // the fp32 mode's kernel). A host emulation of both (4-ulp error model for ex2 / lg2 / rcp) put
+  // loss and signal within 1e-6 of each other; the gradient is stored as bf16, so roundings that flip
+  // one bf16 ulp dominate there (as in the test above).
+  test('bf16: approximate-math C51 loss == exact C51 loss (FH_LOSS_FAST=0)', () => {
+    const cfg = tinyConfig(['agent.atoms=51']);
+    const a = lossGradWith(cfg, 0, {}, SEED + 211, 64);
+    const b = lossGradWith(cfg, 0, { FH_LOSS_FAST: '0' }, SEED + 211, 64);
+    expectClose(a, b, 1e-5, 1e-2);
+  });
+  // The fp32 mode always runs the exact kernel: FH_LOSS_FAST changes no bit there.
+  test('fp32 deterministic: FH_LOSS_FAST=0 changes nothing, bit for bit', () => {
+    const cfg = tinyConfig(['agent.atoms=51']);
+    const a = lossGradWith(cfg, 1, {}, SEED + 212, 64);
+    const b = lossGradWith(cfg, 1, { FH_LOSS_FAST: '0' }, SEED + 212, 64);
+    expect(a.loss).toStrictEqual(b.loss);
+    expect(Buffer.from(a.td.buffer).equals(Buffer.from(b.td.buffer))).toBe(true);
+    expect(Buffer.from(a.g.buffer).equals(Buffer.from(b.g.buffer))).toBe(true);
+  });
   // The backward through cuBLASLt's DRELU / BGRADB epilogues (FH_FUSED_EPILOGUE=1) against the
   // elementwise kernels (the default). bf16: the fp32 mode may fall back to the kernels.
   test('bf16: fused-epilogue backward == kernel backward', () => {
@@ -194,21 +214,21 @@ describe('the reference GEMM (FH_GEMM_REFERENCE=1) against cuBLASLt', () => {
 });
 
 describe('bf16 head outputs of the training passes', () => {
-  // FH_LOGITS_BF16=1 (opt-in) writes the training passes' head outputs (online(s), online(s'),
-  // target(s')) as bf16 in bf16 mode: half the bytes of the head GEMMs' output and the loss's input.
-  // The logits are then rounded to 8 mantissa bits before the softmaxes: loss and gradient move by
-  // about that much. The default keeps fp32.
-  test('bf16: bf16 train logits == fp32 train logits within bf16 tolerance', () => {
+  // In bf16 mode the training passes' head outputs (online(s), online(s'), target(s')) are bf16 by
+  // default: half the bytes of the head GEMMs' output and the loss's input. FH_LOGITS_BF16=0 keeps
+  // fp32. The logits are then rounded to 8 mantissa bits before the softmaxes: loss and gradient move
+  // by about that much.
+  test('bf16: bf16 train logits (default) == fp32 train logits (FH_LOGITS_BF16=0) within bf16 tolerance', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
-    const a = lossGradWith(cfg, 0, { FH_LOGITS_BF16: '1' }, SEED + 401, 64);
-    const b = lossGradWith(cfg, 0, {}, SEED + 401, 64);
+    const a = lossGradWith(cfg, 0, {}, SEED + 401, 64);
+    const b = lossGradWith(cfg, 0, { FH_LOGITS_BF16: '0' }, SEED + 401, 64);
     expect(a.engine).toMatch(/bf16 train logits/);
     expect(b.engine).toMatch(/fp32 train logits/);
     expectClose(a, b, 2e-2, 6e-2);
   });
   test('fp32 deterministic mode keeps fp32 train logits', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
-    const a = lossGradWith(cfg, 1, { FH_LOGITS_BF16: '1' }, SEED + 402, 16);
+    const a = lossGradWith(cfg, 1, {}, SEED + 402, 16);
     expect(a.engine).toMatch(/fp32 train logits/);
   });
 });
