@@ -151,6 +151,56 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   }
 }
 
+/* bf16 path for narrow layers (n < 256: the head outputs): the block's 256 threads are laid out as
+ * nlanes = 256 / (n / 8) row lanes x n / 8 column chunks (one 16-byte load per row), so that most
+ * threads work where the wide kernel above would leave three quarters of its block idle; the row
+ * lanes' sums are reduced in shared memory in a fixed order. */
+static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
+                                                         int ld, int B, int n, float* __restrict__ partial) {
+  __shared__ float sm[kColsumTx * kColsumTy * 8];
+  const int tid = threadIdx.y * kColsumTx + threadIdx.x;
+  const int nc = n / 8, nlanes = (kColsumTx * kColsumTy) / nc;
+  const int lane = tid / nc, c0 = (tid - lane * nc) * 8;
+  const int r0 = blockIdx.y * kColsumRows;
+  const int r1 = min(B, r0 + kColsumRows);
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (lane < nlanes) {
+#pragma unroll 4
+    for (int r = r0 + lane; r < r1; r += nlanes) {
+      const int64_t off = (int64_t)r * ld + c0;
+      union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
+      gv.u = *reinterpret_cast<const uint4*>(dy + off);
+      if (act != nullptr) {
+        av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
+        bool changed = false;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const float2 af = __bfloat1622float2(av.h[k]);
+          float2 gf = __bfloat1622float2(gv.h[k]);
+          if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
+          if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
+          gv.h[k] = __floats2bfloat162_rn(gf.x, gf.y);
+        }
+        if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 gf = __bfloat1622float2(gv.h[k]);
+        acc[2 * k] += gf.x;
+        acc[2 * k + 1] += gf.y;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) sm[lane * n + c0 + k] = acc[k];
+  }
+  __syncthreads();
+  if (tid < n) {
+    float sum = 0.0f;
+    for (int y = 0; y < nlanes; ++y) sum += sm[y * n + tid];
+    partial[(int64_t)blockIdx.y * n + tid] = sum;
+  }
+}
+
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
                                     cudaStream_t s) {
@@ -158,7 +208,11 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
   int chunks = CEIL_DIV(B, kColsumRows);
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
-  if (vec) {
+  if (vec && n < kColsumTx * 8) {
+    dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
+    fh_relu_bwd_partial_narrow_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
+                                                             reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
+  } else if (vec) {
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
                                                           reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
