@@ -44,7 +44,7 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   int64_t logits = 0;
   for (int k = 0; k < L.n_heads; ++k) logits += L.out_pad[k];
   const int64_t act = (int64_t)L.D + L.h1 + L.h2 + (int64_t)L.n_heads * L.hh;
-  int64_t per_pass = act * es + logits * 4 + 16 * 4;  /* fp32 logits (FH_LOGITS_BF16=1: half) */
+  int64_t per_pass = act * es + logits * 4 + 16 * 4;  /* fp32 logits (bf16 ones need half: sized for the larger) */
   int64_t bwd = logits * es + ((int64_t)L.n_heads * L.hh + L.h2 + L.h1) * es + 8;
   int64_t masks = 2 * (fh_mask_ld(L.h1) + fh_mask_ld(L.h2) + fh_mask_ld(L.n_heads * L.hh)) / 8;
   /* pass 0 holds 2 rows per batch row; passes 1 and 2 one each */
@@ -127,9 +127,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
     const char* lb = getenv("FH_LOGITS_BF16");
-    /* opt-in: on the H200 the loss reading bf16 logits was slower than the head GEMMs writing half the
-     * bytes were faster (580 vs 600 us per reference step, bench/RESULTS.md) */
-    const fh_dtype train_ldt = net->op == FH_BF16 && lb && lb[0] == '1' ? FH_BF16 : FH_F32;
+    /* bf16 mode: bf16 head outputs for the training passes unless FH_LOGITS_BF16=0. With the
+     * approximate-math loss the step is 523 vs 539 us on the H200 (the exact loss, which converts
+     * every load, made bf16 logits lose: 600 vs 580 us; bench/RESULTS.md) */
+    const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && strcmp(lb, "0") == 0) ? FH_BF16 : FH_F32;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     for (int p = 0; p < FH_NET_PASSES; ++p) {

@@ -49,7 +49,7 @@ struct fh_net_pass {
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
   void* logits[FH_NET_HEADS];   /* (cap, out_pad[k]) of dtype ldt */
   fh_dtype ldt;                 /* head-output dtype: fp32, or bf16 for the training passes in bf16 mode
-                                   with FH_LOGITS_BF16=1 (opt-in: measured slower on the H200) */
+                                   (the default; FH_LOGITS_BF16=0 keeps fp32) */
   float* q;                     /* (cap, nq) expected Q, fp32 */
   cudaStream_t s;               /* main stream of the pass */
   cudaStream_t hs[FH_NET_HEADS];/* hs[0] = s; hs[k] head k's stream */
