@@ -5,7 +5,8 @@
  *   fh_adam_kernel     g' = g * (*grad_scale); m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
  *                      p -= lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps); shadow = (T) p.
  *                      t = *step + 1 comes from a device counter so a captured graph replays
- *                      correctly; a 1-thread kernel launched after it bumps the counter.
+ *                      correctly (read, with the bias corrections, once per block); a 1-thread
+ *                      kernel launched after it bumps the counter. 16-byte groups per thread.
  *   fh_target_kernel   hard copy every K steps (step read on the device) or Polyak tau each step.
  *
  * Pad rows of the layout have zero gradient, so they stay zero (m = v = 0, update 0).
@@ -21,11 +22,38 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
                                       const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
                                       const float* __restrict__ grad_scale, const int64_t* __restrict__ step,
                                       float lr, float b1, float b2, float eps) {
-  const int64_t t = *step + 1;
-  const float bc1 = fh_adam_bias(b1, t);
-  const float bc2 = fh_adam_bias(b2, t);
-  const float sc = grad_scale ? *grad_scale : 1.0f;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  /* the bias corrections (float64 pow) and the clip factor once per block */
+  __shared__ float s_c[3];
+  if (threadIdx.x == 0) {
+    const int64_t t = *step + 1;
+    s_c[0] = fh_adam_bias(b1, t);
+    s_c[1] = fh_adam_bias(b2, t);
+    s_c[2] = grad_scale ? *grad_scale : 1.0f;
+  }
+  __syncthreads();
+  const float bc1 = s_c[0], bc2 = s_c[1], sc = s_c[2];
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  /* 16-byte groups (the flat vectors are separate allocations, so 16-byte aligned), then the tail */
+  const int64_t n4 = n / 4;
+  for (int64_t i = first; i < n4; i += stride) {
+    float4 mi = reinterpret_cast<const float4*>(m)[i], vi = reinterpret_cast<const float4*>(v)[i];
+    float4 pi = reinterpret_cast<const float4*>(p)[i];
+    const float4 gi = reinterpret_cast<const float4*>(g)[i];
+    fh_adam_update(pi.x, gi.x * sc, mi.x, vi.x, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.y, gi.y * sc, mi.y, vi.y, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.z, gi.z * sc, mi.z, vi.z, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.w, gi.w * sc, mi.w, vi.w, lr, b1, b2, eps, bc1, bc2);
+    reinterpret_cast<float4*>(m)[i] = mi;
+    reinterpret_cast<float4*>(v)[i] = vi;
+    reinterpret_cast<float4*>(p)[i] = pi;
+    if (shadow) {
+      shadow[4 * i] = fh_from_f32<T>(pi.x);
+      shadow[4 * i + 1] = fh_from_f32<T>(pi.y);
+      shadow[4 * i + 2] = fh_from_f32<T>(pi.z);
+      shadow[4 * i + 3] = fh_from_f32<T>(pi.w);
+    }
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) {
     float mi = m[i], vi = v[i], pi = p[i];
     fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
     m[i] = mi;
@@ -46,7 +74,7 @@ fh_status fh_launch_step_bump(int64_t* step, cudaStream_t s) {
 template <typename T>
 fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, const float* grad_scale,
                          int64_t* step, float lr, float beta1, float beta2, float eps, cudaStream_t s) {
-  int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
+  int64_t blocks = CEIL_DIV(CEIL_DIV(n, (int64_t)4), (int64_t)kAdamBlock);  /* a 16-byte group per thread */
   if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
   if (blocks < 1) blocks = 1;
   fh_adam_kernel<T><<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, shadow, g, m, v, grad_scale, step, lr, beta1, beta2,

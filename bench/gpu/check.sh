@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/gpu/check.sh COMMIT — a closing check on a GPU host (after `source .gpuhost/boot.sh`): build, the reference
-# benchmark (default path and FH_EVAL_FUSED=0), npm run test:gpu; logs archived to $OUT/final.tgz.
+# bench/gpu/check.sh COMMIT — a closing check on a GPU host (after `source .gpuhost/boot.sh`): build, the graph /
+# prefetch / resume checks (`native_check graphs`), the reference benchmark, npm run test:gpu (every test/gpu
+# file: sanitizers included); logs archived to $OUT/final.tgz.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 set -uo pipefail
@@ -10,7 +11,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 t0=$(date +%s); FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $OUTD/f/build.log 2>&1 || { tail -30 $OUTD/f/build.log; exit 1; }
 echo "build $(( $(date +%s)-t0 )) s"; grep CMAKE_CUDA_ARCHITECTURES native/build/CMakeCache.txt
 timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 > $OUTD/f/bench-ref.txt 2>$OUTD/f/bench-ref.err; echo "bench rc $?"; cat $OUTD/f/bench-ref.txt
-FH_EVAL_FUSED=0 timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 3 --warmup 1 > $OUTD/f/bench-evalgraph.txt 2>&1; echo "bench FH_EVAL_FUSED=0 rc $?"; grep -E "eval ms|epoch ms|train ms" $OUTD/f/bench-evalgraph.txt
-t0=$(date +%s); timeout 300 npx vitest run --config vitest.gpu.config.ts > $OUTD/f/test-gpu.log 2>&1; echo "test:gpu rc $? ($(( $(date +%s)-t0 )) s)"
+g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check
+timeout 90 native/build/native_check graphs native/build > $OUTD/f/graphs.log 2>&1; echo "native_check graphs rc $?"; grep -E "^(PASS|FAIL)" $OUTD/f/graphs.log
+t0=$(date +%s); timeout ${TEST_TIMEOUT:-470} npx vitest run --config vitest.gpu.config.ts > $OUTD/f/test-gpu.log 2>&1; echo "test:gpu rc $? ($(( $(date +%s)-t0 )) s)"
 sed 's/\x1b\[[0-9;]*m//g' $OUTD/f/test-gpu.log | grep -E "✓|×|Test Files|Tests  |FAIL|AssertionError|SUMMARY" | head -40
 tar -czf $OUTD/final.tgz -C $OUTD f && rm -rf $OUTD/f
