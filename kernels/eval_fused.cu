@@ -587,6 +587,23 @@ static void ef_dense(ef_layer& Ly, int K, int N, const fh_bf16* W, const fh_bf16
   Ly.relu = 1;
 }
 
+/* Launch configuration of `clusters` clusters of EF_C blocks (attr: the caller's storage for the
+ * cluster-dimension attribute the configuration points to). */
+static cudaLaunchConfig_t ef_launch_config(int clusters, size_t smem, cudaStream_t s, cudaLaunchAttribute* attr) {
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = EF_C;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)(clusters * EF_C));
+  cfg.blockDim = dim3(EF_THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   fh_eval_fused* f = &ev->fused;
   fh_eval_fused_free(f);
@@ -708,17 +725,8 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   if (fa.ptxVersion < 90)
     return ef_off(f, "the kernel was built for compute_%d (clusters need 90 or newer: build with sm_90)", fa.ptxVersion);
   {
-    cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = EF_C;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(P->n_tiles * EF_C);
-    cfg.blockDim = dim3(EF_THREADS);
-    cfg.dynamicSmemBytes = off;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const cudaLaunchConfig_t cfg = ef_launch_config(P->n_tiles, off, nullptr, attr);
     int clusters = 0;
     FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
@@ -774,18 +782,8 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   ef_params P = *static_cast<const ef_params*>(f.params);
   P.q_log = ev.q_log;
   P.prof = f.prof;
-  cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = EF_C;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(f.clusters * EF_C);
-  cfg.blockDim = dim3(EF_THREADS);
-  cfg.dynamicSmemBytes = f.smem;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, f.smem, s, attr);
   FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));
   return FH_OK;
 }
