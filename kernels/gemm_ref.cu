@@ -32,6 +32,20 @@ __device__ __forceinline__ float fh_gemm_ref_ld(const TA* __restrict__ X, bool o
   return ok ? fh_to_f32<TA>(X[at]) : 0.0f;
 }
 
+/* Elements (g0 + c, p), c = 0..3, of a matrix with `rows` x k elements where element (g, p) is
+ * X[p + g ld] (gk: the index along k is the fast one) or X[g + p ld], as fp32 (zero outside). */
+template <typename TA>
+__device__ __forceinline__ float4 fh_gemm_ref_ld4(const TA* __restrict__ X, bool gk, int64_t ld, int g0, int rows,
+                                                  int p, int k) {
+  float v[4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int g = g0 + c;
+    v[c] = fh_gemm_ref_ld(X, g < rows && p < k, gk ? p + (int64_t)g * ld : g + (int64_t)p * ld);
+  }
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
 template <typename TA, typename TC>
 static __global__ void __launch_bounds__(kRefThreads)
     fh_gemm_ref_kernel(bool ta, bool tb, int m, int n, int k, const TA* __restrict__ A, int lda,
@@ -60,24 +74,8 @@ static __global__ void __launch_bounds__(kRefThreads)
       const int e = tid + r * kRefThreads;
       const int q = 4 * (e % (kRefBM / 4)), pp = e / (kRefBM / 4);
       const int gp = k0 + pp;
-      if (q < mlim) {
-        float v[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int gi = i0 + q + c;
-          v[c] = fh_gemm_ref_ld(A, gi < m && gp < k, ta ? gp + (int64_t)gi * lda : gi + (int64_t)gp * lda);
-        }
-        *reinterpret_cast<float4*>(&As[pp][q]) = make_float4(v[0], v[1], v[2], v[3]);
-      }
-      if (q < nlim) {
-        float v[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int gj = j0 + q + c;
-          v[c] = fh_gemm_ref_ld(B, gj < n && gp < k, tb ? gj + (int64_t)gp * ldb : gp + (int64_t)gj * ldb);
-        }
-        *reinterpret_cast<float4*>(&Bs[pp][q]) = make_float4(v[0], v[1], v[2], v[3]);
-      }
+      if (q < mlim) *reinterpret_cast<float4*>(&As[pp][q]) = fh_gemm_ref_ld4(A, ta, lda, i0 + q, m, gp, k);
+      if (q < nlim) *reinterpret_cast<float4*>(&Bs[pp][q]) = fh_gemm_ref_ld4(B, !tb, ldb, j0 + q, n, gp, k);
     }
     __syncthreads();  /* the slices are complete before anyone reads them */
     if (active) {
