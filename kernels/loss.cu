@@ -580,6 +580,24 @@ __device__ __forceinline__ void fh_warp_ratio_allreduce(const float (&S)[N], con
   }
 }
 
+/* The softmax parts of NB rows of this lane's two atoms each: mx = the rows' maxima, e = exp(x - mx)
+ * (e may be x itself), s = the rows' sums of e; every lane ends with the same mx and s. */
+template <int NB>
+static __device__ __forceinline__ void fh_fm_softmax_parts(const float (&x)[NB][2], float (&e)[NB][2],
+                                                           float (&mx)[NB], float (&s)[NB], int lane) {
+#pragma unroll
+  for (int d = 0; d < NB; ++d) mx[d] = fmaxf(x[d][0], x[d][1]);
+  fh_warp_allreduce<true>(mx, lane);
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const float mL = mx[d] * kLog2e;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) e[d][k] = fh_exp_shifted(x[d][k], mL);
+    s[d] = e[d][0] + e[d][1];
+  }
+  fh_warp_allreduce<false>(s, lane);
+}
+
 template <typename T, typename L, int MAXN>
 static __global__ void __launch_bounds__(kFastWarps * 32)
     fh_c51_loss_fastmath_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
@@ -728,18 +746,9 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
     for (int k = 0; k < 2; ++k)
       xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;
-    tm[d] = fmaxf(xt[d][0], xt[d][1]);
   }
-  fh_warp_allreduce<true>(tm, lane);
   float ts[NB];
-#pragma unroll
-  for (int d = 0; d < NB; ++d) {
-    const float mL = tm[d] * kLog2e;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) xt[d][k] = fh_exp_shifted(xt[d][k], mL);
-    ts[d] = xt[d][0] + xt[d][1];
-  }
-  fh_warp_allreduce<false>(ts, lane);
+  fh_fm_softmax_parts<NB>(xt, xt, tm, ts, lane);
   float mj[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int d = 0; d < NB; ++d)
@@ -816,18 +825,9 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   for (int d = 0; d < NB; ++d) {
 #pragma unroll
     for (int k = 0; k < 2; ++k) xo[d][k] = ok[k] && d < nb ? ov[k] + osel[d][k] - mo[d][k] : -INFINITY;
-    om[d] = fmaxf(xo[d][0], xo[d][1]);
   }
-  fh_warp_allreduce<true>(om, lane);
   float eo[NB][2], os[NB];
-#pragma unroll
-  for (int d = 0; d < NB; ++d) {
-    const float mL = om[d] * kLog2e;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) eo[d][k] = fh_exp_shifted(xo[d][k], mL);
-    os[d] = eo[d][0] + eo[d][1];
-  }
-  fh_warp_allreduce<false>(os, lane);
+  fh_fm_softmax_parts<NB>(xo, eo, om, os, lane);
   /* sum_d CE_d = sum_j t_j (sum_d lse_d - sum_d x_d,j) */
   float lse_sum = 0.0f, xsum[2] = {0.0f, 0.0f}, gk[NB][2];
 #pragma unroll
