@@ -99,6 +99,33 @@ static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial
   if (lane == 0) out[col] = t;
 }
 
+/* 8 consecutive bf16 gradients dy[off ..] (16 bytes): zeroed where act <= 0 (written back only when one
+ * changed; act may be NULL: no ReLU), then added to acc[0..8). */
+__device__ __forceinline__ void fh_relu_bwd_chunk8(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
+                                                   int64_t off, float (&acc)[8]) {
+  union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
+  gv.u = *reinterpret_cast<const uint4*>(dy + off);
+  if (act != nullptr) {
+    av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
+    bool changed = false;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 af = __bfloat1622float2(av.h[k]);
+      float2 gf = __bfloat1622float2(gv.h[k]);
+      if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
+      if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
+      gv.h[k] = __floats2bfloat162_rn(gf.x, gf.y);
+    }
+    if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 gf = __bfloat1622float2(gv.h[k]);
+    acc[2 * k] += gf.x;
+    acc[2 * k + 1] += gf.y;
+  }
+}
+
 /* bf16 fast path: each thread owns 8 consecutive columns (one 16-byte load of dy and of act per row),
  * block (32, 8) covers 256 columns x 8 row lanes of one 128-row chunk; partial sums reduced over the
  * row lanes in shared memory in a fixed order. Needs n % 8 == 0, ld % 8 == 0, 16-byte aligned rows. */
@@ -112,30 +139,7 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   if (c0 < n) {
 #pragma unroll 4
     for (int r = r0 + threadIdx.y; r < r1; r += kColsumTy) {
-      const int64_t off = (int64_t)r * ld + c0;
-      union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
-      gv.u = *reinterpret_cast<const uint4*>(dy + off);
-      __nv_bfloat162* g2 = gv.h;
-      if (act != nullptr) {
-        av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
-        const __nv_bfloat162* a2 = av.h;
-        bool changed = false;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 af = __bfloat1622float2(a2[k]);
-          float2 gf = __bfloat1622float2(g2[k]);
-          if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
-          if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
-          g2[k] = __floats2bfloat162_rn(gf.x, gf.y);
-        }
-        if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 gf = __bfloat1622float2(g2[k]);
-        acc[2 * k] += gf.x;
-        acc[2 * k + 1] += gf.y;
-      }
+      fh_relu_bwd_chunk8(dy, act, (int64_t)r * ld + c0, acc);
     }
   }
 #pragma unroll
@@ -167,28 +171,7 @@ static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ d
   if (lane < nlanes) {
 #pragma unroll 4
     for (int r = r0 + lane; r < r1; r += nlanes) {
-      const int64_t off = (int64_t)r * ld + c0;
-      union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
-      gv.u = *reinterpret_cast<const uint4*>(dy + off);
-      if (act != nullptr) {
-        av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
-        bool changed = false;
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 af = __bfloat1622float2(av.h[k]);
-          float2 gf = __bfloat1622float2(gv.h[k]);
-          if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
-          if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
-          gv.h[k] = __floats2bfloat162_rn(gf.x, gf.y);
-        }
-        if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
-      }
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 gf = __bfloat1622float2(gv.h[k]);
-        acc[2 * k] += gf.x;
-        acc[2 * k + 1] += gf.y;
-      }
+      fh_relu_bwd_chunk8(dy, act, (int64_t)r * ld + c0, acc);
     }
 #pragma unroll
     for (int k = 0; k < 8; ++k) sm[lane * n + c0 + k] = acc[k];
