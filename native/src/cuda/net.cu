@@ -213,8 +213,8 @@ fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s) {
   return FH_OK;
 }
 
-void* fh_net_next_obs(const fh_net* net, int32_t B) {
-  return fh_byte_ptr(net->pass[0].x, (int64_t)B * net->L.D, net->op);
+void* fh_net_next_obs(const fh_net* net, int32_t B, void* x) {
+  return fh_byte_ptr(x ? x : net->pass[0].x, (int64_t)B * net->L.D, net->op);
 }
 
 template <typename L_>
@@ -367,22 +367,6 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-/* The loss and/or the backward in gradient dtype T (less what FH_PROFILE_KNOCKOUT leaves out). */
-enum { FH_NET_LOSS = 1, FH_NET_BACKWARD = 2 };
-template <typename T>
-static fh_status fh_net_loss_backward_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                                        const float* weight, int parts) {
-  if ((parts & FH_NET_LOSS) && !(net->knockout & FH_KO_LOSS)) FH_TRY(fh_net_loss_t<T>(net, B, act, ret, disc, weight));
-  if ((parts & FH_NET_BACKWARD) && !(net->knockout & FH_KO_BACKWARD)) FH_TRY(fh_net_backward_t<T>(net, B));
-  return FH_OK;
-}
-
-static fh_status fh_net_loss_backward(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                                      const float* weight, int parts) {
-  return net->op == FH_BF16 ? fh_net_loss_backward_t<fh_bf16>(net, B, act, ret, disc, weight, parts)
-                            : fh_net_loss_backward_t<float>(net, B, act, ret, disc, weight, parts);
-}
-
 /* online([s; s']) and target(s') (forked off pass 0's stream, joined back before the loss). */
 static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
   fh_net_pass& P0 = net->pass[0];
@@ -396,27 +380,26 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                           const float* weight) {
-  if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
-  FH_TRY(fh_net_train_forwards(net, B));
-  FH_TRY(fh_net_loss_backward(net, B, act, ret, disc, weight, FH_NET_LOSS | FH_NET_BACKWARD));
-  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s));
-  return FH_OK;
-}
-
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                               const float* weight) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(fh_net_train_forwards(net, B));
-  FH_TRY(fh_net_loss_backward(net, B, act, ret, disc, weight, FH_NET_LOSS));
-  FH_TRY(fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s));
-  return FH_OK;
+  if (!(net->knockout & FH_KO_LOSS))
+    FH_TRY(net->op == FH_BF16 ? fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight)
+                              : fh_net_loss_t<float>(net, B, act, ret, disc, weight));
+  return fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s);
 }
 
 fh_status fh_net_backward(fh_net* net, int32_t B) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
-  return fh_net_loss_backward(net, B, nullptr, nullptr, nullptr, nullptr, FH_NET_BACKWARD);
+  if (net->knockout & FH_KO_BACKWARD) return FH_OK;
+  return net->op == FH_BF16 ? fh_net_backward_t<fh_bf16>(net, B) : fh_net_backward_t<float>(net, B);
+}
+
+fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                           const float* weight) {
+  FH_TRY(fh_net_forward_loss(net, B, act, ret, disc, weight));
+  return fh_net_backward(net, B);
 }
 
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {

@@ -116,8 +116,9 @@ fh_heads_view_t<L> fh_net_view(const fh_net* net, int p, int32_t row0 = 0);
 /* Expected Q of pass p's first B rows into pass[p].q (either logits dtype). */
 fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s);
 
-/* Where a batch's s' rows go: pass 0's input from row B on (s in rows 0..B-1). */
-void* fh_net_next_obs(const fh_net* net, int32_t B);
+/* Where a batch's s' rows go: an input of pass 0's layout (x; default pass 0's own) from row B on (s in
+ * rows 0..B-1). */
+void* fh_net_next_obs(const fh_net* net, int32_t B, void* x = nullptr);
 
 /* Loss + gradient of the online net on a batch whose s and s' are in pass 0's input (rows 0..B-1 and
  * B..2B-1). Runs online([s; s']) and target(s') (forked from pass 0's stream and joined back), the
@@ -125,10 +126,10 @@ void* fh_net_next_obs(const fh_net* net, int32_t B);
 fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                            const float* weight);
 
-/* fh_net_loss_grad in two halves, for a caller that runs work between the loss and the backward (the
- * trainer's replay prefetch): fh_net_forward_loss = the forwards, the loss (net->signal, dlog) and the
- * batch loss; fh_net_backward = the backward into net->grad (reads pass 0's input, activations and
- * dlog). Together they compute exactly what fh_net_loss_grad does. On pass[0].s. */
+/* fh_net_loss_grad's two halves (it runs one after the other), for a caller that runs work between the
+ * loss and the backward (the trainer's priority update and replay prefetch): fh_net_forward_loss = the
+ * forwards, the loss (net->signal, dlog) and the batch loss; fh_net_backward = the backward into
+ * net->grad (reads pass 0's input, activations and dlog). On pass[0].s. */
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                               const float* weight);
 fh_status fh_net_backward(fh_net* net, int32_t B);

@@ -24,9 +24,8 @@
  *             is before the fork) and the step counter, as *step + 1 while it still holds k (Adam k
  *             waits for e_sampled before it bumps it). Graph variants: one per TS_* flag combination
  *             the epoch uses (Q stats, own sample, prefetch, odd set), captured at create.
- *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement) keeps the order without
- *             prefetch, every step on S: sample -> gather -> forwards -> loss -> backward [-> Q stats]
- *             -> grad norm/clip -> Adam -> target update -> priority update -> history.
+ *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement): no side stream, every step
+ *             samples and gathers its own batch into set 0 first, the rest in the same order.
  *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
  *   flush     async copies of what is left (epsilon, evaluation records) into pinned memory, one
  *             event, ONE cudaEventSynchronize
@@ -225,11 +224,11 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, in
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
-  void* xn = static_cast<char*>(x) + (size_t)B * net->L.D * fh_dtype_size(net->op); /* == fh_net_next_obs */
   FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
                               c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
-  return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, xn, t->obs_dim, s);
+  return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
+                                 s);
 }
 
 static fh_status launch_qstats(fh_trainer* t, cudaStream_t s) {
@@ -249,14 +248,6 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   const int set = (flags & TS_ODD) ? 1 : 0;
   const fh_cuda_batch& bb = t->bb[set];
   if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, 0, nullptr));
-  if (!t->prefetch) { /* FH_TRAIN_PREFETCH=0: the order without prefetch */
-    FH_TRY(fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight));
-    if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
-    FH_TRY(fh_net_optimise(net, c));
-    if (replay) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
-    return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
-                                 t->d_done, s);
-  }
   FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight));
   /* the priority update needs only the slots and the loss's signal; the next sample must see it */
   if (replay) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
@@ -488,14 +479,12 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const size_t xb = (size_t)2 * t->batch * t->obs_dim * fh_dtype_size(t->net.op);
     TR_CUDA(t, cudaMalloc(&t->xs[1], xb), "batch input allocation");
     TR_CUDA(t, cudaMemset(t->xs[1], 0, xb), "batch input allocation");
-    /* the side stream's kernels get the device's highest priority (FH_SIDE_PRIORITY=0: default
-     * priority), so that the block scheduler starts them between the backward GEMMs' waves; the graphs
-     * keep it per node (cudaGraphInstantiateFlagUseNodePriority) */
+    /* the side stream's kernels get the device's highest priority, so that the block scheduler starts
+     * them between the backward GEMMs' waves; the graphs keep it per node
+     * (cudaGraphInstantiateFlagUseNodePriority) */
     int least = 0, greatest = 0;
     TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
-    const char* sp = getenv("FH_SIDE_PRIORITY");
-    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && strcmp(sp, "0") == 0 ? 0 : greatest),
-            "stream creation");
+    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, greatest), "stream creation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
   }
