@@ -730,7 +730,6 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     int clusters = 0;
     FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
-    f->resident = clusters;
   }
 
   /* Xval (built once: the features never change) and the P1 buffer of every evaluation */
@@ -764,8 +763,6 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->v_max = net->v_max;
   P->p1 = f->p1;
   f->clusters = P->n_tiles;
-  f->cluster_blocks = EF_C;
-  f->threads = EF_THREADS;
   f->why[0] = 0;
   f->on = 1;
   return FH_OK;

@@ -57,9 +57,6 @@ struct fh_eval_fused {
   int32_t on;             /* 1: fh_eval_run uses the fused kernel */
   char why[192];          /* why it is off when it was wanted (empty otherwise) */
   int32_t clusters;       /* thread-block clusters launched: one per tile of 16 segments */
-  int32_t cluster_blocks; /* blocks per cluster */
-  int32_t resident;       /* clusters the device can hold at once (more run in waves) */
-  int32_t threads;        /* per block */
   size_t smem;            /* dynamic shared memory per block */
   void* xval;             /* (n_val, D) bf16 device: the market window of every validation bar, account 0 */
   float* p1;              /* (n_val, h1) fp32 device: Xval W1^T of the current weights (per evaluation) */
