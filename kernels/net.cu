@@ -204,7 +204,12 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
     fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
   }
   FH_LAUNCH_CHECK();
-  fh_colsum_finish_kernel<<<CEIL_DIV(n * 32, 256), 256, 0, s>>>(partial, chunks, n, bias_grad);
+  return fh_launch_colsum_finish(partial, chunks, n, bias_grad, s);
+}
+
+fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s) {
+  if (chunks <= 0 || n <= 0) return FH_OK;
+  fh_colsum_finish_kernel<<<CEIL_DIV(n * 32, 256), 256, 0, s>>>(partial, chunks, n, out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -52,6 +52,9 @@ int64_t fh_colsum_partial_floats(int B, int n);
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial,
                                     float* bias_grad, cudaStream_t s);
+/* out[c] = sum over chunks of partial[chunk * n + c], c < n (`=`), in a fixed order: the second pass of
+ * fh_launch_relu_bwd_colsum, also for the column-sum partials of fh_launch_mma_gemm (ldcs = n). */
+fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s);
 /* Expected Q of every branch action: q (B, sum n) fp32. */
 template <typename L>
 fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int ldq, cudaStream_t s);

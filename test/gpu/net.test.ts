@@ -191,11 +191,62 @@ describe('alternative kernels of the train step agree', () => {
   test('bf16: fused-epilogue backward == kernel backward', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
     const a = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '1' }, SEED + 301, 64);
-    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0' }, SEED + 301, 64);
+    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0', FH_MMA: '0' }, SEED + 301, 64);
     expect(a.engine).toMatch(/fused-epilogue backward/);
     expect(b.engine).toMatch(/kernel backward/);
     // the forward with a mask may run another cuBLASLt kernel; bias sums in another order
     expectClose(a, b, 2e-2, 6e-2);
+  });
+});
+
+/** The parameter blocks of native/src/common/layout.h: [name, offset, length]. */
+function layoutBlocks(D: number, h1: number, h2: number, hh: number, outs: number[]): [string, number, number][] {
+  const a64 = (n: number) => Math.ceil(n / 64) * 64;
+  const blocks: [string, number, number][] = [];
+  let off = 0;
+  const add = (name: string, n: number) => {
+    blocks.push([name, off, n]);
+    off = a64(off + n);
+  };
+  add('W1', h1 * D);
+  add('b1', h1);
+  add('W2', h2 * h1);
+  add('b2', h2);
+  add('WH', outs.length * hh * h2);
+  add('bH', outs.length * hh);
+  outs.forEach((o, k) => {
+    const pad = Math.ceil(o / 8) * 8;
+    add(`WO${k}`, pad * hh);
+    add(`bO${k}`, pad);
+  });
+  return blocks;
+}
+
+describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + elementwise kernels', () => {
+  // bf16 default: the head outputs of every forward and the backward's input gradients (ReLU derivative
+  // and bias sums in the epilogue) run the project's mma kernel; FH_MMA=0 keeps cuBLASLt. Reference
+  // widths (several 128 x 128 tiles, head outputs of 56..208 columns, k tails) and a batch with a
+  // partial row tile; every parameter block's gradient is compared on its own, so a wrong bias sum or
+  // one wrong head cannot hide in the total.
+  test('bf16, reference widths, B 300: q_values, loss, priority signal and every gradient block agree', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128']);
+    const a = lossGradWith(cfg, 0, {}, SEED + 601, 300);
+    const b = lossGradWith(cfg, 0, { FH_MMA: '0' }, SEED + 601, 300);
+    expect(a.engine).toMatch(/mma backward/);
+    expect(b.engine).toMatch(/kernel backward/);
+    expectClose(a, b, 2e-2, 6e-2);
+    const gpu = loadNative('cuda');
+    const D = withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => info(gpu, h).obs_dim);
+    const blocks = layoutBlocks(D, 512, 256, 128, [51, 3 * 51, 4 * 51, 3 * 51]);
+    expect(blocks.at(-1)?.[1]).toBeLessThan(a.g.length);
+    for (const [name, off, n] of blocks) {
+      const ga = a.g.subarray(off, off + n);
+      const gb = b.g.subarray(off, off + n);
+      let norm = 0;
+      for (const v of gb) norm += v * v;
+      expect(norm, `${name}: the cuBLASLt gradient is all zero`).toBeGreaterThan(0);
+      expect(relL2(ga, gb), `seed ${SEED}: gradient block ${name}`).toBeLessThan(6e-2);
+    }
   });
 });
 

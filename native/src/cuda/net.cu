@@ -51,6 +51,15 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim) {
   return (FH_NET_PASSES + 1) * per_pass + bwd + masks;
 }
 
+/* The mma path's shape conditions (mma_gemm.cuh), checked once: every width is a multiple of 8, so
+ * every operand (column blocks of ah included) starts on 16 bytes. */
+static bool fh_net_mma_shapes(const fh_layout& L) {
+  if (L.h1 % 8 || L.h2 % 8 || L.hh % 8) return false;
+  for (int k = 0; k < L.n_heads; ++k)
+    if (L.out_pad[k] % 8) return false;
+  return true;
+}
+
 void fh_net_destroy(fh_net* net) {
   if (!net) return;
   void* ptrs[] = {net->online, net->target, net->grad, net->adam_m, net->adam_v, net->dah, net->da2, net->da1,
@@ -67,6 +76,10 @@ void fh_net_destroy(fh_net* net) {
   }
   for (int k = 0; k < FH_NET_HEADS + 1; ++k)
     if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
+  for (int i = 0; i < 3; ++i)
+    if (net->colsum_lv[i]) cudaFree(net->colsum_lv[i]);
+  for (int i = 0; i < 2; ++i)
+    if (net->bev[i]) cudaEventDestroy(net->bev[i]);
   void* masks[] = {net->mask1.bits, net->mask2.bits, net->maskh.bits};
   for (void* m : masks)
     if (m) cudaFree(m);
@@ -126,6 +139,9 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * and the reference train step was 9% slower with them (bench/RESULTS.md). */
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
+    const char* mm = getenv("FH_MMA");
+    net->mma = net->op == FH_BF16 && !net->fused && !(mm && strcmp(mm, "0") == 0) && fh_net_mma_shapes(L) &&
+               fh_mma_available();
     const char* lb = getenv("FH_LOGITS_BF16");
     /* bf16 mode: bf16 head outputs for the training passes unless FH_LOGITS_BF16=0. With the
      * approximate-math loss the step is 523 vs 539 us on the H200 (the exact loss, which converts
@@ -173,6 +189,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
         ms[i]->ld = fh_mask_ld(widths[i]);
         NET_TRY(fh_dmalloc(&ms[i]->bits, (size_t)(2 * (int64_t)cap * ms[i]->ld / 8)));
       }
+    }
+    if (net->mma) {
+      const int widths[3] = {(int)HH, L.h2, L.h1};
+      for (int i = 0; i < 3; ++i)
+        NET_TRY(fh_dmalloc_t(&net->colsum_lv[i], (size_t)fh_mma_row_tiles(cap) * widths[i] * sizeof(float)));
+      for (int i = 0; i < 2; ++i) FH_CUDA_TRY(cudaEventCreateWithFlags(&net->bev[i], cudaEventDisableTiming));
     }
     NET_TRY(fh_dmalloc(&net->dah, (size_t)cap * HH * es));
     NET_TRY(fh_dmalloc(&net->da2, (size_t)cap * L.h2 * es));
@@ -244,6 +266,8 @@ fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
                                      : fh_launch_expected_q(fh_net_view<float>(net, p), B, q, net->nq, s);
 }
 
+static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B);
+
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
 static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks) {
   const fh_layout& L = net->L;
@@ -264,10 +288,38 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
                      fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
-  /* heads: value on the main stream, branches forked */
+  if (train_pass && (net->knockout & FH_KO_HEADS)) {
+  } else if (net->mma) {
+    /* all head outputs as one grouped launch on the main stream */
+    fh_mma_problem pr[FH_NET_HEADS];
+    for (int k = 0; k < L.n_heads; ++k) {
+      pr[k] = fh_mma_problem{};
+      pr[k].A = static_cast<const fh_bf16*>(P.ah) + (int64_t)k * L.hh;
+      pr[k].lda = HH;
+      pr[k].W = static_cast<const fh_bf16*>(S) + L.WO[k];
+      pr[k].ldw = L.hh;
+      pr[k].C = P.logits[k];
+      pr[k].ldc = L.out_pad[k];
+      pr[k].bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], FH_BF16);
+      pr[k].N = L.out_pad[k];
+      pr[k].K = L.hh;
+    }
+    FH_TRY(fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NT, P.ldt, FH_MMA_BIAS, P.s));
+  } else {
+    FH_TRY(net_heads_cublaslt(net, P, S, M, B));
+  }
+  if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
+  return FH_OK;
+}
+
+/* The head outputs through cuBLASLt: value on the main stream, branches forked and joined back. */
+static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B) {
+  const fh_layout& L = net->L;
+  const fh_dtype op = net->op;
+  const int HH = L.n_heads * L.hh;
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
-  for (int k = 0; k < L.n_heads && !(train_pass && (net->knockout & FH_KO_HEADS)); ++k) {
+  for (int k = 0; k < L.n_heads; ++k) {
     /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
     const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
     FH_TRY(fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
@@ -277,7 +329,6 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
   }
-  if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
   return FH_OK;
 }
 
@@ -367,6 +418,108 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
+/* The mma backward (net->mma, bf16): the input-gradient chain on pass 0's main stream, each link one
+ * grouped tensor-core GEMM whose epilogue applies the ReLU derivative of the layer below and writes that
+ * layer's bias-gradient partials:
+ *   dah = (dlog_k WO_k) * (ah > 0) for every head k   (one launch)  -> bH
+ *   da2 = (dah WH) * (a2 > 0)                                        -> b2
+ *   da1 = (da2 W2) * (a1 > 0)                                        -> b1, then dW1 = da1^T x
+ * Beside it on the head streams: the head outputs' bias sums (column sums of dlog_k) and weight
+ * gradients (hs[1]: heads 0 and 1, hs[k]: head k), dWH once dah is ready (hs[2]) and dW2 once da2 is
+ * ready (hs[3]); all joined back before the optimiser. */
+static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
+  const fh_layout& L = net->L;
+  fh_net_pass& P = net->pass[0];
+  const fh_dtype op = net->op;
+  const fh_bf16* S = static_cast<const fh_bf16*>(net->online_sh);
+  const int HH = L.n_heads * L.hh;
+  float* G = net->grad;
+  const int tiles = fh_mma_row_tiles(B);
+  const fh_bf16* ah = static_cast<const fh_bf16*>(P.ah);
+  const int nside = L.n_heads - 1;  /* side streams hs[1..nside] */
+  auto side = [&](int k) { return k < 1 ? 1 : (k > nside ? nside : k); };
+  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+  for (int k = 1; k <= nside; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
+  for (int k = 0; k < L.n_heads; ++k) {
+    const int h = side(k);
+    fh_bf16* dl = static_cast<fh_bf16*>(net->dlog[k]);
+    FH_TRY(fh_launch_relu_bwd_colsum<fh_bf16>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
+                                              G + L.bO[k], P.hs[h]));
+    FH_TRY(fh_gemm_dw(net->gemm, P.hs[h], P.ws[h], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], ah + (int64_t)k * L.hh,
+                      HH, G + L.WO[k]));
+  }
+  /* dah */
+  fh_mma_problem pr[FH_NET_HEADS];
+  for (int k = 0; k < L.n_heads; ++k) {
+    pr[k] = fh_mma_problem{};
+    pr[k].A = static_cast<const fh_bf16*>(net->dlog[k]);
+    pr[k].lda = L.out_pad[k];
+    pr[k].W = S + L.WO[k];
+    pr[k].ldw = L.hh;
+    pr[k].C = static_cast<fh_bf16*>(net->dah) + (int64_t)k * L.hh;
+    pr[k].ldc = HH;
+    pr[k].act = ah + (int64_t)k * L.hh;
+    pr[k].ldact = HH;
+    pr[k].colsum = net->colsum_lv[0] + (int64_t)k * L.hh;
+    pr[k].ldcs = HH;
+    pr[k].N = L.hh;
+    pr[k].K = L.out_pad[k];
+  }
+  const unsigned fl = FH_MMA_MASK | FH_MMA_COLSUM;
+  FH_TRY(fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NN, FH_BF16, fl, P.s));
+  FH_CUDA_TRY(cudaEventRecord(net->bev[0], P.s));
+  {
+    cudaStream_t hs = P.hs[side(2)];
+    FH_CUDA_TRY(cudaStreamWaitEvent(hs, net->bev[0], 0));
+    FH_TRY(fh_launch_colsum_finish(net->colsum_lv[0], tiles, HH, G + L.bH, hs));
+    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(2)], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH));
+  }
+  /* da2 */
+  fh_mma_problem t2{};
+  t2.A = static_cast<const fh_bf16*>(net->dah);
+  t2.lda = HH;
+  t2.W = S + L.WH;
+  t2.ldw = L.h2;
+  t2.C = net->da2;
+  t2.ldc = L.h2;
+  t2.act = static_cast<const fh_bf16*>(P.a2);
+  t2.ldact = L.h2;
+  t2.colsum = net->colsum_lv[1];
+  t2.ldcs = L.h2;
+  t2.N = L.h2;
+  t2.K = HH;
+  FH_TRY(fh_launch_mma_gemm(&t2, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
+  FH_CUDA_TRY(cudaEventRecord(net->bev[1], P.s));
+  {
+    cudaStream_t hs = P.hs[side(3)];
+    FH_CUDA_TRY(cudaStreamWaitEvent(hs, net->bev[1], 0));
+    FH_TRY(fh_launch_colsum_finish(net->colsum_lv[1], tiles, L.h2, G + L.b2, hs));
+    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(3)], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2));
+  }
+  /* da1, then the first layer's weight gradient on the main stream */
+  fh_mma_problem t1{};
+  t1.A = static_cast<const fh_bf16*>(net->da2);
+  t1.lda = L.h2;
+  t1.W = S + L.W2;
+  t1.ldw = L.h1;
+  t1.C = net->da1;
+  t1.ldc = L.h1;
+  t1.act = static_cast<const fh_bf16*>(P.a1);
+  t1.ldact = L.h1;
+  t1.colsum = net->colsum_lv[2];
+  t1.ldcs = L.h1;
+  t1.N = L.h1;
+  t1.K = L.h2;
+  FH_TRY(fh_launch_mma_gemm(&t1, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
+  FH_TRY(fh_launch_colsum_finish(net->colsum_lv[2], tiles, L.h1, G + L.b1, P.s));
+  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1));
+  for (int k = 1; k <= nside; ++k) {
+    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+  }
+  return FH_OK;
+}
+
 /* online([s; s']) and target(s') (forked off pass 0's stream, joined back before the loss). */
 static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
   fh_net_pass& P0 = net->pass[0];
@@ -393,6 +546,7 @@ fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const 
 fh_status fh_net_backward(fh_net* net, int32_t B) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
   if (net->knockout & FH_KO_BACKWARD) return FH_OK;
+  if (net->mma) return fh_net_backward_mma(net, B);
   return net->op == FH_BF16 ? fh_net_backward_t<fh_bf16>(net, B) : fh_net_backward_t<float>(net, B);
 }
 

@@ -14,7 +14,10 @@
  * own main stream, one stream per branch head (the value head runs on the main stream) and cuBLASLt
  * workspaces, so the passes and the heads inside each overlap (forked streams joined by events;
  * inside a captured graph they become parallel branches).
- * Backward: by default the ReLU backward and bias column sums are kernels of their own. With
+ * Backward (bf16 mode, net->mma): the input-gradient chain dlog -> dah -> da2 -> da1 -> dW1 runs on the
+ * pass's main stream through fh_launch_mma_gemm (ReLU derivative and bias column sums in its epilogue);
+ * the other weight gradients and the head-output bias sums run beside it on the head streams.
+ * Otherwise the ReLU backward and bias column sums are kernels of their own. With
  * FH_FUSED_EPILOGUE=1 (net->fused, where cuBLASLt supports it) pass 0's forward stores ReLU bit masks,
  * the input-gradient GEMMs apply the ReLU derivative in their epilogue (DRELU) and the weight-gradient
  * GEMMs produce the bias gradients (BGRADB). Measured slower on the H200 (cuBLASLt runs those
@@ -23,6 +26,7 @@
 #ifndef FH_CUDA_NET_H
 #define FH_CUDA_NET_H
 
+#include "../../../kernels/mma_gemm.cuh"
 #include "../../../kernels/net_kernels.cuh"
 #include "../common/layout.h"
 #include "gemm_cublaslt.h"
@@ -75,6 +79,12 @@ struct fh_net {
   /* passes and backward buffers */
   fh_net_pass pass[FH_NET_PASSES];
   int fused;                    /* 1: ReLU masks + fused DRELU / bias-gradient epilogues in the backward */
+  int mma;                      /* 1: the project's grouped tensor-core GEMM (kernels/mma_gemm.cuh) runs the
+                                   head outputs of every forward and the backward's input gradients with
+                                   the ReLU derivative and bias sums fused (bf16 mode, default; FH_MMA=0
+                                   keeps cuBLASLt + elementwise kernels) */
+  float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
+  cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
