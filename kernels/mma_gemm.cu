@@ -2,8 +2,8 @@
  * mma_gemm.cu — the grouped tensor-core GEMM of mma_gemm.cuh.
  *
  *   fh_mma_gemm_kernel   one 128 x 128 tile of one problem's C per block of 8 warps (2 along M x 4
- *                        along N, 64 x 32 outputs each: 4 x 4 m16n8k16 fragments); grid (row tiles,
- *                        column tiles of every problem in turn). The k loop runs a 3-stage cp.async
+ *                        along N, 64 x 32 outputs each: 4 x 4 m16n8k16 fragments); grid (column tiles
+ *                        of every problem in turn, row tiles): the blocks of one row tile run together. The k loop runs a 3-stage cp.async
  *                        pipeline of 32-deep slices of A and W (zero-filled outside the matrices);
  *                        shared rows are padded by 16 bytes so that ldmatrix reads are conflict-free
  *                        (A and an NT W as [row][k], an NN W as [k][n], read transposed). Epilogue from
@@ -46,11 +46,12 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
   fh_bf16* sB = sA + kStages * kAStage;
   float* sCol = reinterpret_cast<float*>(sB + kStages * kBStage);
 
+  /* column tiles along x: the tiles that share a row tile of A run side by side (A re-read from L2) */
   int pi = 0;
-  while (pi + 1 < g.n && (int)blockIdx.y >= g.tile_end[pi]) ++pi;
+  while (pi + 1 < g.n && (int)blockIdx.x >= g.tile_end[pi]) ++pi;
   const fh_mma_problem& P = g.p[pi];
-  const int n0 = ((int)blockIdx.y - (pi > 0 ? g.tile_end[pi - 1] : 0)) * kBN;
-  const int m0 = blockIdx.x * kBM;
+  const int n0 = ((int)blockIdx.x - (pi > 0 ? g.tile_end[pi - 1] : 0)) * kBN;
+  const int m0 = blockIdx.y * kBM;
   const int N = P.N, K = P.K;
   const int KT = (K + kBK - 1) / kBK;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
@@ -129,47 +130,68 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
   }
   fh_cp_wait<0>();
 
-  /* epilogue: thread (g8, q) holds rows g8, g8 + 8 and columns 2q, 2q + 1 of every 16 x 8 fragment */
+  /* epilogue: thread (g8, q) holds rows g8, g8 + 8 and columns 2q, 2q + 1 of every 16 x 8 fragment. For
+   * each half of the columns the bias and mask loads are issued first (independent, one latency): after
+   * a store to C the compiler could not move a load of act above it */
   const int g8 = lane >> 2, q = lane & 3;
   float cs[4][2];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    cs[j][0] = cs[j][1] = 0.0f;
-    const int c = n0 + wn * 32 + j * 8 + 2 * q;
-    if (c >= N) continue;
-    float b0 = 0.0f, b1 = 0.0f;
-    if (BIAS) {
-      b0 = fh_mma_ld_f32<TC>(P.bias, c);
-      b1 = fh_mma_ld_f32<TC>(P.bias, c + 1);
+  for (int jh = 0; jh < 2; ++jh) {
+    float bias[2][2];
+    uint32_t am[2][4][2];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      const int c = n0 + wn * 32 + (2 * jh + jj) * 8 + 2 * q;
+      bias[jj][0] = bias[jj][1] = 0.0f;
+      if (BIAS && c < N) {
+        bias[jj][0] = fh_mma_ld_f32<TC>(P.bias, c);
+        bias[jj][1] = fh_mma_ld_f32<TC>(P.bias, c + 1);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = m0 + wm * 64 + i * 16 + g8 + h * 8;
+          am[jj][i][h] = 0u;
+          if (MASK && c < N && r < M)
+            am[jj][i][h] = __ldg(reinterpret_cast<const unsigned int*>(P.act + (int64_t)r * P.ldact + c));
+        }
     }
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int jj = 0; jj < 2; ++jj) {
+      const int j = 2 * jh + jj;
+      cs[j][0] = cs[j][1] = 0.0f;
+      const int c = n0 + wn * 32 + j * 8 + 2 * q;
+      if (c >= N) continue;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = m0 + wm * 64 + i * 16 + g8 + h * 8;
-        if (r >= M) continue;
-        float v0 = acc[i][j][2 * h] + b0, v1 = acc[i][j][2 * h + 1] + b1;
-        if (MASK) {
-          const __nv_bfloat162 at = *reinterpret_cast<const __nv_bfloat162*>(P.act + (int64_t)r * P.ldact + c);
-          if (!(__low2float(at) > 0.0f)) v0 = 0.0f;
-          if (!(__high2float(at) > 0.0f)) v1 = 0.0f;
-        }
-        if (sizeof(TC) == 2) {
-          const uint32_t u = fh_pack_bf16x2(v0, v1);
-          *reinterpret_cast<uint32_t*>(static_cast<fh_bf16*>(P.C) + (int64_t)r * P.ldc + c) = u;
-          if (COLSUM) {
-            const __nv_bfloat162 hv = *reinterpret_cast<const __nv_bfloat162*>(&u);
-            cs[j][0] += __low2float(hv);
-            cs[j][1] += __high2float(hv);
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = m0 + wm * 64 + i * 16 + g8 + h * 8;
+          if (r >= M) continue;
+          float v0 = acc[i][j][2 * h] + bias[jj][0], v1 = acc[i][j][2 * h + 1] + bias[jj][1];
+          if (MASK) {
+            const __nv_bfloat162 at = *reinterpret_cast<const __nv_bfloat162*>(&am[jj][i][h]);
+            if (!(__low2float(at) > 0.0f)) v0 = 0.0f;
+            if (!(__high2float(at) > 0.0f)) v1 = 0.0f;
           }
-        } else {
-          *reinterpret_cast<float2*>(static_cast<float*>(P.C) + (int64_t)r * P.ldc + c) = make_float2(v0, v1);
-          if (COLSUM) {
-            cs[j][0] += v0;
-            cs[j][1] += v1;
+          if (sizeof(TC) == 2) {
+            const uint32_t u = fh_pack_bf16x2(v0, v1);
+            *reinterpret_cast<uint32_t*>(static_cast<fh_bf16*>(P.C) + (int64_t)r * P.ldc + c) = u;
+            if (COLSUM) {
+              const __nv_bfloat162 hv = *reinterpret_cast<const __nv_bfloat162*>(&u);
+              cs[j][0] += __low2float(hv);
+              cs[j][1] += __high2float(hv);
+            }
+          } else {
+            *reinterpret_cast<float2*>(static_cast<float*>(P.C) + (int64_t)r * P.ldc + c) = make_float2(v0, v1);
+            if (COLSUM) {
+              cs[j][0] += v0;
+              cs[j][1] += v1;
+            }
           }
         }
-      }
+    }
   }
   if (COLSUM) {
 #pragma unroll
@@ -183,7 +205,7 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
         if (g8 == 0) sCol[wm * kBN + wn * 32 + j * 8 + 2 * q + e] = v;
       }
     __syncthreads();
-    if (tid < kBN && n0 + tid < N) P.colsum[(int64_t)blockIdx.x * P.ldcs + n0 + tid] = sCol[tid] + sCol[kBN + tid];
+    if (tid < kBN && n0 + tid < N) P.colsum[(int64_t)blockIdx.y * P.ldcs + n0 + tid] = sCol[tid] + sCol[kBN + tid];
   }
 }
 
@@ -238,7 +260,8 @@ fh_status fh_launch_mma_gemm(const fh_mma_problem* probs, int n_probs, int M, fh
     g.tile_end[i] = tiles;
   }
   if (!fh_mma_available()) return FH_ERR_UNSUPPORTED;
-  const dim3 grid((unsigned)fh_mma_row_tiles(M), (unsigned)tiles);
+  if (fh_mma_row_tiles(M) > 65535) return FH_ERR_UNSUPPORTED;
+  const dim3 grid((unsigned)tiles, (unsigned)fh_mma_row_tiles(M));
   const bool nn = op == FH_MMA_NN, bf = c_dtype == FH_BF16;
   const bool bias = flags & FH_MMA_BIAS, mask = flags & FH_MMA_MASK, colsum = flags & FH_MMA_COLSUM;
   bool launched = false;
