@@ -1,8 +1,9 @@
 /*
  * mma_gemm.cu — the grouped tensor-core GEMM of mma_gemm.cuh.
  *
- *   fh_mma_gemm_kernel   one 128 x 128 tile of one problem's C per block of 8 warps (2 along M x 4
- *                        along N, 64 x 32 outputs each: 4 x 4 m16n8k16 fragments); grid (column tiles
+ *   fh_mma_gemm_kernel   one 64 x 128 tile of one problem's C per block of 8 warps (2 along M x 4
+ *                        along N, 32 x 32 outputs each: 2 x 4 m16n8k16 fragments; 64 registers, 4
+ *                        blocks per SM); grid (column tiles
  *                        of every problem in turn, row tiles): the blocks of one row tile run together. The k loop runs a 3-stage cp.async
  *                        pipeline of 32-deep slices of A and W (zero-filled outside the matrices);
  *                        shared rows are padded by 16 bytes so that ldmatrix reads are conflict-free
@@ -19,14 +20,15 @@
 #include <mutex>
 
 static constexpr int kBM = FH_MMA_BM, kBN = 128, kBK = 32, kStages = 3, kThreads = 256;
+static constexpr int kMT = kBM / 32;   /* m16 fragments per warp (2 warps along M) */
 static constexpr int kRowK = kBK + 8;    /* [row][k] shared rows (A, NT W): 80 bytes */
 static constexpr int kRowN = kBN + 8;    /* [k][n] shared rows (NN W): 272 bytes */
 static constexpr int kAStage = kBM * kRowK;
 static constexpr int kBStage = kBN * kRowK > kBK * kRowN ? kBN * kRowK : kBK * kRowN;
 static constexpr size_t kSmemBytes = (size_t)kStages * (kAStage + kBStage) * sizeof(fh_bf16) + 2 * kBN * sizeof(float);
 
-static_assert(kBM == 2 * 64 && kBN == 4 * 32 && kThreads == 256, "warp layout: 2 x 4 warps of 64 x 32");
-static_assert(kBM * kBK / 8 == 2 * kThreads && kBN * kBK / 8 == 2 * kThreads, "two 16-byte copies per thread");
+static_assert(kBM % 32 == 0 && kBN == 4 * 32 && kThreads == 256, "warp layout: 2 x 4 warps of kBM / 2 x 32");
+static_assert(kBM * kBK / 8 % kThreads == 0 && kBN * kBK / 8 == 2 * kThreads, "whole 16-byte copies per thread");
 
 struct fh_mma_group {
   fh_mma_problem p[FH_MMA_MAX_PROBLEMS];
@@ -40,7 +42,7 @@ __device__ __forceinline__ float fh_mma_ld_f32(const void* p, int i) {
 }
 
 template <bool NN, typename TC, bool BIAS, bool MASK, bool COLSUM>
-static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const fh_mma_group g, const int M) {
+static __global__ void __launch_bounds__(kThreads, 4) fh_mma_gemm_kernel(const fh_mma_group g, const int M) {
   extern __shared__ __align__(16) unsigned char fh_mma_smem[];
   fh_bf16* sA = reinterpret_cast<fh_bf16*>(fh_mma_smem);
   fh_bf16* sB = sA + kStages * kAStage;
@@ -83,9 +85,9 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
     }
   };
 
-  float acc[4][4][4];
+  float acc[kMT][4][4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < kMT; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -106,10 +108,10 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
     const fh_bf16* b = sB + (kt % kStages) * kBStage;
 #pragma unroll
     for (int ks = 0; ks < kBK / 16; ++ks) {
-      uint32_t af[4][4], bf[4][2];
+      uint32_t af[kMT][4], bf[4][2];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        fh_ldsm_x4(af[i], a + (wm * 64 + i * 16 + (lane & 15)) * kRowK + ks * 16 + (lane >> 4) * 8);
+      for (int i = 0; i < kMT; ++i)
+        fh_ldsm_x4(af[i], a + (wm * kMT * 16 + i * 16 + (lane & 15)) * kRowK + ks * 16 + (lane >> 4) * 8);
 #pragma unroll
       for (int jp = 0; jp < 2; ++jp) {
         uint32_t r[4];
@@ -123,7 +125,7 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
         bf[2 * jp + 1][1] = r[3];
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
         for (int j = 0; j < 4; ++j) fh_mma_bf16(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
     }
@@ -138,7 +140,7 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
 #pragma unroll
   for (int jh = 0; jh < 2; ++jh) {
     float bias[2][2];
-    uint32_t am[2][4][2];
+    uint32_t am[2][kMT][2];
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
       const int c = n0 + wn * 32 + (2 * jh + jj) * 8 + 2 * q;
@@ -148,10 +150,10 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
         bias[jj][1] = fh_mma_ld_f32<TC>(P.bias, c + 1);
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = m0 + wm * 64 + i * 16 + g8 + h * 8;
+          const int r = m0 + wm * kMT * 16 + i * 16 + g8 + h * 8;
           am[jj][i][h] = 0u;
           if (MASK && c < N && r < M)
             am[jj][i][h] = __ldg(reinterpret_cast<const unsigned int*>(P.act + (int64_t)r * P.ldact + c));
@@ -164,10 +166,10 @@ static __global__ void __launch_bounds__(kThreads, 2) fh_mma_gemm_kernel(const f
       const int c = n0 + wn * 32 + j * 8 + 2 * q;
       if (c >= N) continue;
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < kMT; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = m0 + wm * 64 + i * 16 + g8 + h * 8;
+          const int r = m0 + wm * kMT * 16 + i * 16 + g8 + h * 8;
           if (r >= M) continue;
           float v0 = acc[i][j][2 * h] + bias[jj][0], v1 = acc[i][j][2 * h + 1] + bias[jj][1];
           if (MASK) {
@@ -230,7 +232,9 @@ int fh_mma_available(void) {
   ok = ok && cudaFuncGetAttributes(&fa, fh_mma_gemm_kernel<nn, tc, bias, mask, colsum>) == cudaSuccess &&    \
        fa.ptxVersion >= 80 &&                                                                                \
        cudaFuncSetAttribute(fh_mma_gemm_kernel<nn, tc, bias, mask, colsum>,                                 \
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes) == cudaSuccess;
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmemBytes) == cudaSuccess &&  \
+       cudaFuncSetAttribute(fh_mma_gemm_kernel<nn, tc, bias, mask, colsum>,                                 \
+                            cudaFuncAttributePreferredSharedMemoryCarveout, 100) == cudaSuccess;
     FH_MMA_KERNELS(FH_MMA_SETUP)
 #undef FH_MMA_SETUP
     (void)cudaGetLastError();  /* a refusal is an answer here, not an error to report later */

@@ -11,7 +11,7 @@
  *   FH_MMA_NN   C (M, N) = A (M, K) W,   W (K, N) row-major     (an input gradient: dX = dY W)
  * Epilogue, in this order (flags): + bias (N, C's dtype) [FH_MMA_BIAS]; times (act > 0), act (M, N) bf16,
  * the forward's post-ReLU output [FH_MMA_MASK]; C stored as bf16 or fp32; [FH_MMA_COLSUM] the column
- * sums of the stored values over each 128-row tile into colsum[tile * ldcs + n] (fp32; rows >= M add
+ * sums of the stored values over each FH_MMA_BM-row tile into colsum[tile * ldcs + n] (fp32; rows >= M add
  * nothing), in a fixed order, so the result is the same run to run. fh_launch_colsum_finish
  * (net_kernels.cuh) sums those partials (tiles = fh_mma_row_tiles(M)).
  *
@@ -43,7 +43,7 @@ struct fh_mma_problem {
 };
 
 /* Rows per tile of the kernel (and per column-sum partial). */
-#define FH_MMA_BM 128
+#define FH_MMA_BM 64
 static inline int fh_mma_row_tiles(int M) { return (M + FH_MMA_BM - 1) / FH_MMA_BM; }
 
 /* 1 when the kernels can run on the current device (built for sm_80+); also sets their shared-memory

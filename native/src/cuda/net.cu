@@ -142,6 +142,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* mm = getenv("FH_MMA");
     net->mma = net->op == FH_BF16 && !net->fused && !(mm && strcmp(mm, "0") == 0) && fh_net_mma_shapes(L) &&
                fh_mma_available();
+    const char* mh = getenv("FH_MMA_HEADS");
+    net->mma_heads = net->mma && !(mh && strcmp(mh, "0") == 0);
     const char* lb = getenv("FH_LOGITS_BF16");
     /* bf16 mode: bf16 head outputs for the training passes unless FH_LOGITS_BF16=0. With the
      * approximate-math loss the step is 523 vs 539 us on the H200 (the exact loss, which converts
@@ -289,7 +291,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (train_pass && (net->knockout & FH_KO_HEADS)) {
-  } else if (net->mma) {
+  } else if (net->mma_heads) {
     /* all head outputs as one grouped launch on the main stream */
     fh_mma_problem pr[FH_NET_HEADS];
     for (int k = 0; k < L.n_heads; ++k) {

@@ -83,6 +83,7 @@ struct fh_net {
                                    head outputs of every forward and the backward's input gradients with
                                    the ReLU derivative and bias sums fused (bf16 mode, default; FH_MMA=0
                                    keeps cuBLASLt + elementwise kernels) */
+  int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
