@@ -3,7 +3,9 @@
  * cuBLASLt leaves work on the table: the four narrow head-output GEMMs of a forward as one launch, and
  * the backward's input gradients with the ReLU derivative and the bias column sums fused into the
  * epilogue (cuBLASLt runs its DRELU / BGRAD epilogues as extra kernels for these shapes, and without
- * them each layer needs an elementwise pass over its gradient).
+ * them each layer needs an elementwise pass over its gradient). Opt-in (FH_MMA=1, net.h): measured on the
+ * H200 it is slower than cuBLASLt + the elementwise kernels for the reference (the short-K tiles are
+ * latency bound: ~1.3 instructions per cycle at 25-50% occupancy, bench/RESULTS.md).
  *
  * Row-major, bf16 operands, fp32 accumulation. Every problem p of a group has the same M (batch rows)
  * and its own N, K and pointers:

@@ -191,7 +191,7 @@ describe('alternative kernels of the train step agree', () => {
   test('bf16: fused-epilogue backward == kernel backward', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.head_hidden=128']);
     const a = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '1' }, SEED + 301, 64);
-    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0', FH_MMA: '0' }, SEED + 301, 64);
+    const b = lossGradWith(cfg, 0, { FH_FUSED_EPILOGUE: '0' }, SEED + 301, 64);
     expect(a.engine).toMatch(/fused-epilogue backward/);
     expect(b.engine).toMatch(/kernel backward/);
     // the forward with a mask may run another cuBLASLt kernel; bias sums in another order
@@ -223,16 +223,16 @@ function layoutBlocks(D: number, h1: number, h2: number, hh: number, outs: numbe
 }
 
 describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + elementwise kernels', () => {
-  // bf16 default: the head outputs of every forward and the backward's input gradients (ReLU derivative
-  // and bias sums in the epilogue) run the project's mma kernel; FH_MMA=0 keeps cuBLASLt. Reference
+  // FH_MMA=1 (bf16): the head outputs of every forward and the backward's input gradients (ReLU derivative
+  // and bias sums in the epilogue) run the project's mma kernel; the default keeps cuBLASLt. Reference
   // widths (several 128 x 128 tiles, head outputs of 56..208 columns, k tails) and a batch with a
   // partial row tile; every parameter block's gradient is compared on its own, so a wrong bias sum or
   // one wrong head cannot hide in the total.
   test('bf16, reference widths, B 300: q_values, loss, priority signal and every gradient block agree', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'train.batch_size=320']);
-    const a = lossGradWith(cfg, 0, {}, SEED + 601, 300);
-    const b = lossGradWith(cfg, 0, { FH_MMA: '0' }, SEED + 601, 300);
+    const a = lossGradWith(cfg, 0, { FH_MMA: '1' }, SEED + 601, 300);
+    const b = lossGradWith(cfg, 0, {}, SEED + 601, 300);
     expect(a.engine).toMatch(/mma backward, .*mma heads/);
     expect(b.engine).toMatch(/kernel backward/);
     expectClose(a, b, 2e-2, 6e-2);

@@ -139,8 +139,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * and the reference train step was 9% slower with them (bench/RESULTS.md). */
     const char* fe = getenv("FH_FUSED_EPILOGUE");
     net->fused = fe && fe[0] == '1';
+    /* Opt-in (FH_MMA=1): on the H200 the reference step was 569 us with it against 519 us without (its
+     * short-K tiles are latency bound at ~1.3 instructions per cycle; bench/RESULTS.md) */
     const char* mm = getenv("FH_MMA");
-    net->mma = net->op == FH_BF16 && !net->fused && !(mm && strcmp(mm, "0") == 0) && fh_net_mma_shapes(L) &&
+    net->mma = net->op == FH_BF16 && !net->fused && mm && strcmp(mm, "1") == 0 && fh_net_mma_shapes(L) &&
                fh_mma_available();
     const char* mh = getenv("FH_MMA_HEADS");
     net->mma_heads = net->mma && !(mh && strcmp(mh, "0") == 0);

@@ -14,7 +14,7 @@
  * own main stream, one stream per branch head (the value head runs on the main stream) and cuBLASLt
  * workspaces, so the passes and the heads inside each overlap (forked streams joined by events;
  * inside a captured graph they become parallel branches).
- * Backward (bf16 mode, net->mma): the input-gradient chain dlog -> dah -> da2 -> da1 -> dW1 runs on the
+ * Backward (bf16 mode, net->mma, opt-in): the input-gradient chain dlog -> dah -> da2 -> da1 -> dW1 runs on the
  * pass's main stream through fh_launch_mma_gemm (ReLU derivative and bias column sums in its epilogue);
  * the other weight gradients and the head-output bias sums run beside it on the head streams.
  * Otherwise the ReLU backward and bias column sums are kernels of their own. With
@@ -81,8 +81,8 @@ struct fh_net {
   int fused;                    /* 1: ReLU masks + fused DRELU / bias-gradient epilogues in the backward */
   int mma;                      /* 1: the project's grouped tensor-core GEMM (kernels/mma_gemm.cuh) runs the
                                    head outputs of every forward and the backward's input gradients with
-                                   the ReLU derivative and bias sums fused (bf16 mode, default; FH_MMA=0
-                                   keeps cuBLASLt + elementwise kernels) */
+                                   the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
+                                   slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
