@@ -15,6 +15,8 @@
 
 static constexpr int kCastBlock = 256;
 static constexpr int kColsumRows = 128;   /* rows per partial chunk */
+static constexpr int kColsumRowsNarrow = 32;  /* the narrow kernel's chunk: 4x the blocks of a wide one (one
+                                                  16-byte load per row and thread, few row lanes per block) */
 static constexpr int kColsumTx = 32, kColsumTy = 8;
 
 template <typename T>
@@ -54,7 +56,7 @@ fh_status fh_launch_cast_2d(const float* src, int lds, T* dst, int ldd, int rows
   return FH_OK;
 }
 
-int64_t fh_colsum_partial_floats(int B, int n) { return (int64_t)CEIL_DIV(B, kColsumRows) * n; }
+int64_t fh_colsum_partial_floats(int B, int n) { return (int64_t)CEIL_DIV(B, kColsumRowsNarrow) * n; }
 
 /* grid (ceil(n/32), chunks), block (32, 8). */
 template <typename T>
@@ -165,8 +167,8 @@ static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ d
   const int tid = threadIdx.y * kColsumTx + threadIdx.x;
   const int nc = n / 8, nlanes = (kColsumTx * kColsumTy) / nc;
   const int lane = tid / nc, c0 = (tid - lane * nc) * 8;
-  const int r0 = blockIdx.y * kColsumRows;
-  const int r1 = min(B, r0 + kColsumRows);
+  const int r0 = blockIdx.y * kColsumRowsNarrow;
+  const int r1 = min(B, r0 + kColsumRowsNarrow);
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (lane < nlanes) {
 #pragma unroll 4
@@ -192,6 +194,7 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
   if (vec && n < kColsumTx * 8) {
+    chunks = CEIL_DIV(B, kColsumRowsNarrow);
     dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_narrow_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
                                                              reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);

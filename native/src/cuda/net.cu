@@ -144,6 +144,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* mm = getenv("FH_MMA");
     net->mma = net->op == FH_BF16 && !net->fused && mm && strcmp(mm, "1") == 0 && fh_net_mma_shapes(L) &&
                fh_mma_available();
+    const char* hb = getenv("FH_HEAD_BGRAD");
+    net->head_bgrad = hb && strcmp(hb, "1") == 0;
     const char* mh = getenv("FH_MMA_HEADS");
     net->mma_heads = net->mma && !(mh && strcmp(mh, "0") == 0);
     const char* lb = getenv("FH_LOGITS_BF16");
@@ -383,11 +385,19 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   for (int k = 0; k < L.n_heads; ++k) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
-    if (!fused)
+    /* the head outputs' bias gradient: the weight-gradient GEMM's BGRADB epilogue (fused, or FH_HEAD_BGRAD=1
+     * where cuBLASLt has it), else a column-sum kernel */
+    fh_status bg = FH_ERR_UNSUPPORTED;
+    if (fused || net->head_bgrad)
+      bg = fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], G + L.bO[k]);
+    if (bg == FH_ERR_UNSUPPORTED && !fused) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
-    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
+      bg = fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k]);
+    }
+    FH_TRY(bg);
     const fh_relu_mask mk =
         heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
     FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),

@@ -83,6 +83,8 @@ struct fh_net {
                                    head outputs of every forward and the backward's input gradients with
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
+  int head_bgrad;               /* FH_HEAD_BGRAD=1: the head outputs' bias gradients from cuBLASLt's BGRADB
+                                   epilogue of their weight-gradient GEMMs (A/B; default: column-sum kernels) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
