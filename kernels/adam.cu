@@ -9,6 +9,9 @@
  *                      kernel launched after it bumps the counter. 16-byte groups per thread.
  *   fh_target_kernel   hard copy every K steps (step read on the device) or Polyak tau each step.
  *
+ * The element math is adam.cuh's, shared with the fused optimiser (gradnorm.cu,
+ * fh_launch_optimise_fused), which gives the same bits as grad norm -> Adam -> bump -> target.
+ *
  * Pad rows of the layout have zero gradient, so they stay zero (m = v = 0, update 0).
  */
 #include "net_kernels.cuh"
@@ -113,16 +116,11 @@ template <typename T>
 static __global__ void fh_target_kernel(int64_t n, const float* __restrict__ online, float* __restrict__ tgt,
                                         T* __restrict__ shadow, const int64_t* __restrict__ step, int every,
                                         float tau) {
-  float mix;
-  if (tau > 0.0f) {
-    mix = tau;
-  } else {
-    /* *step is the number of optimiser steps taken so far (already bumped by Adam) */
-    if (every <= 0 || (*step % every) != 0) return;
-    mix = 1.0f;
-  }
+  /* *step is the number of optimiser steps taken so far (already bumped by Adam): the t Adam used */
+  const float mix = fh_target_mix(tau, every, *step);
+  if (mix == 0.0f) return;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    float x = mix == 1.0f ? online[i] : mix * online[i] + (1.0f - mix) * tgt[i];
+    float x = mix == 1.0f ? online[i] : fh_target_blend(online[i], tgt[i], mix);
     tgt[i] = x;
     if (shadow) shadow[i] = fh_from_f32<T>(x);
   }

@@ -5,6 +5,10 @@
  *   fh_adam_update(p, g, m, v, lr, b1, b2, eps, bc1, bc2)   in place:
  *       m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
  *       p -= lr * (m/bc1) / (sqrt(v/bc2) + eps)
+ *   fh_target_mix(tau, every, t)       the target update after optimiser step t (the t Adam used):
+ *                                      tau (Polyak, every step) when tau > 0, else 1 (hard copy) when
+ *                                      every > 0 and t % every == 0, else 0 (no update)
+ *   fh_target_blend(online, tgt, mix)  mix*online + (1-mix)*tgt (callers copy online when mix == 1)
  *
  * The gradient g is the one after global-norm clipping. Launch/loop over all n_params elements; pad
  * rows of the layout have g == 0 and p == 0 and stay 0.
@@ -28,5 +32,12 @@ FH_HD void fh_adam_update(float& p, float g, float& m, float& v, float lr, float
   const float vhat = v / bc2;
   p -= lr * mhat / (sqrtf(vhat) + eps);
 }
+
+FH_HD float fh_target_mix(float tau, int32_t every, int64_t t) {
+  if (tau > 0.0f) return tau;
+  return every > 0 && t % every == 0 ? 1.0f : 0.0f;
+}
+
+FH_HD float fh_target_blend(float online, float tgt, float mix) { return mix * online + (1.0f - mix) * tgt; }
 
 #endif /* FOXHUNT_KERNELS_ADAM_CUH */

@@ -5,11 +5,18 @@
  * Two passes with a fixed grid (kSumBlocks blocks, grid-stride, double accumulators, tree reduce in
  * shared memory), then one block sums the partials in a fixed order: the same input gives the same
  * bits every run, in a graph or eagerly. Results stay on the device (graph-capturable).
+ *
+ * The fused optimiser step (fh_launch_optimise_fused) is the squares pass plus one kernel whose every
+ * block repeats that finish sum (same block size, same order, so the same norm and clip factor), then
+ * runs Adam and the target update on its elements with adam.cuh's math (adam.cu's kernels use the
+ * same): the bits of grad norm -> Adam -> step bump -> target update in 2 launches instead of 5.
  */
 #include "net_kernels.cuh"
+#include "adam.cuh"
 
 static constexpr int kSumBlocks = 264;   /* 2 x 132 SMs */
 static constexpr int kSumThreads = 256;
+static constexpr int kOptimMaxBlocks = 132 * 8;
 
 int64_t fh_sum_partial_doubles(void) { return kSumBlocks; }
 
@@ -39,23 +46,34 @@ static __global__ void fh_sum_partial_kernel(const float* __restrict__ x, int64_
   if (threadIdx.x == 0) partial[blockIdx.x] = t;
 }
 
+/* The nparts partials summed by one block of kSumThreads threads in a fixed order (valid in thread 0). */
+__device__ static double fh_sum_partials_d(const double* partial, int nparts, double* sh) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partial[i];
+  return fh_block_sum_d(acc, sh);
+}
+
+/* (norm, clip factor) from the sum of squares. */
+__device__ static float2 fh_norm_clip(double sumsq, float clip) {
+  const float norm = (float)sqrt(sumsq);
+  float scale = 1.0f;
+  if (clip > 0.0f && norm > clip) scale = clip / (norm + 1e-6f);
+  if (!isfinite(norm)) scale = 0.0f;  /* a non-finite gradient never reaches the weights */
+  return make_float2(norm, scale);
+}
+
 /* mode 0: out_d = sum; mode 1: norm/scale; mode 2: mean as float */
 static __global__ void fh_sum_finish_kernel(const double* __restrict__ partial, int nparts, int mode, int64_t n,
                                             float clip, double* out_d, float* out_a, float* out_b) {
   __shared__ double sh[32];
-  double acc = 0.0;
-  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partial[i];
-  double t = fh_block_sum_d(acc, sh);
+  double t = fh_sum_partials_d(partial, nparts, sh);
   if (threadIdx.x != 0) return;
   if (mode == 0) {
     *out_d = t;
   } else if (mode == 1) {
-    float norm = (float)sqrt(t);
-    *out_a = norm;
-    float scale = 1.0f;
-    if (clip > 0.0f && norm > clip) scale = clip / (norm + 1e-6f);
-    if (!isfinite(norm)) scale = 0.0f;  /* a non-finite gradient never reaches the weights */
-    *out_b = scale;
+    const float2 ns = fh_norm_clip(t, clip);
+    *out_a = ns.x;
+    *out_b = ns.y;
   } else {
     *out_a = n > 0 ? (float)(t / (double)n) : 0.0f;
   }
@@ -107,3 +125,123 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
+
+/* Four T values to dst[4i..4i+3] in one store (dst aligned to 4 * sizeof(T)). */
+template <typename T>
+struct alignas(4 * sizeof(T)) fh_quad {
+  T x, y, z, w;
+};
+template <typename T>
+__device__ __forceinline__ void fh_store_quad(T* dst, int64_t i, const float4& a) {
+  reinterpret_cast<fh_quad<T>*>(dst)[i] =
+      fh_quad<T>{fh_from_f32<T>(a.x), fh_from_f32<T>(a.y), fh_from_f32<T>(a.z), fh_from_f32<T>(a.w)};
+}
+
+/* Launch 2 of the fused optimiser step, kSumThreads threads per block, any grid. Every block: the
+ * finish sum of the squares partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1
+ * with the bias corrections and the target mix (fh_adam_kernel's, fh_target_kernel's decision for the
+ * bumped counter), then per element Adam, the shadow, and the target update from the new p (the value
+ * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
+ * block with the last one (every block has read *step by then) writes *step = t, the norm and the
+ * clip factor, and atomicInc wraps the ticket back to 0 for the next launch. */
+template <typename T>
+static __global__ void __launch_bounds__(kSumThreads)
+fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, const float* __restrict__ g,
+                   float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
+                   const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
+                   int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
+                   int every, float tau) {
+  __shared__ double sh[32];
+  __shared__ float s_c[4];
+  int64_t t = 0;
+  if (threadIdx.x == 0) {
+    t = *step + 1;
+    s_c[0] = fh_adam_bias(b1, t);
+    s_c[1] = fh_adam_bias(b2, t);
+    s_c[3] = fh_target_mix(tau, every, t);
+  }
+  const double sumsq = fh_sum_partials_d(partial, kSumBlocks, sh);
+  float2 ns = make_float2(0.0f, 0.0f);
+  if (threadIdx.x == 0) {
+    ns = fh_norm_clip(sumsq, clip);
+    s_c[2] = ns.y;
+  }
+  __syncthreads();
+  const float bc1 = s_c[0], bc2 = s_c[1], sc = s_c[2], mix = s_c[3];
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  /* 16-byte groups, then the tail (as fh_adam_kernel) */
+  const int64_t n4 = n / 4;
+  for (int64_t i = first; i < n4; i += stride) {
+    float4 mi = reinterpret_cast<const float4*>(m)[i], vi = reinterpret_cast<const float4*>(v)[i];
+    float4 pi = reinterpret_cast<const float4*>(p)[i];
+    const float4 gi = reinterpret_cast<const float4*>(g)[i];
+    fh_adam_update(pi.x, gi.x * sc, mi.x, vi.x, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.y, gi.y * sc, mi.y, vi.y, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.z, gi.z * sc, mi.z, vi.z, lr, b1, b2, eps, bc1, bc2);
+    fh_adam_update(pi.w, gi.w * sc, mi.w, vi.w, lr, b1, b2, eps, bc1, bc2);
+    reinterpret_cast<float4*>(m)[i] = mi;
+    reinterpret_cast<float4*>(v)[i] = vi;
+    reinterpret_cast<float4*>(p)[i] = pi;
+    if (shadow) fh_store_quad(shadow, i, pi);
+    if (mix != 0.0f) {
+      float4 ti = pi;
+      if (mix != 1.0f) {
+        const float4 to = reinterpret_cast<const float4*>(tgt)[i];
+        ti = make_float4(fh_target_blend(pi.x, to.x, mix), fh_target_blend(pi.y, to.y, mix),
+                         fh_target_blend(pi.z, to.z, mix), fh_target_blend(pi.w, to.w, mix));
+      }
+      reinterpret_cast<float4*>(tgt)[i] = ti;
+      if (tgt_shadow) fh_store_quad(tgt_shadow, i, ti);
+    }
+  }
+  for (int64_t i = 4 * n4 + first; i < n; i += stride) {
+    float mi = m[i], vi = v[i], pi = p[i];
+    fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi;
+    if (shadow) shadow[i] = fh_from_f32<T>(pi);
+    if (mix != 0.0f) {
+      const float x = mix == 1.0f ? pi : fh_target_blend(pi, tgt[i], mix);
+      tgt[i] = x;
+      if (tgt_shadow) tgt_shadow[i] = fh_from_f32<T>(x);
+    }
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();  /* this block's read of *step before its ticket */
+    if (atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1) {
+      __threadfence();  /* every block's read of *step before the write */
+      *step = t;
+      *norm_out = ns.x;
+      *scale_out = ns.y;
+    }
+  }
+}
+
+template <typename T>
+fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
+                                   T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
+                                   unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
+                                   int target_every, float tau, cudaStream_t s) {
+  /* 16-byte groups of the fp32 vectors, 4-element groups of the shadows */
+  const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
+  const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
+  if ((f32 & 15) || (sh & (4 * sizeof(T) - 1))) return FH_ERR_INVALID_ARGUMENT;
+  fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(g, n, 1, partial);
+  FH_LAUNCH_CHECK();
+  int64_t blocks = CEIL_DIV(CEIL_DIV(n, (int64_t)4), (int64_t)kSumThreads);  /* a 16-byte group per thread */
+  if (blocks > kOptimMaxBlocks) blocks = kOptimMaxBlocks;
+  if (blocks < 1) blocks = 1;
+  fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
+                                                                 norm_out, scale_out, step, ticket, clip, lr, beta1,
+                                                                 beta2, eps, target_every, tau);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+template fh_status fh_launch_optimise_fused<float>(int64_t, float*, float*, const float*, float*, float*, float*,
+                                                   float*, double*, float*, float*, int64_t*, unsigned int*, float,
+                                                   float, float, float, float, int, float, cudaStream_t);
+template fh_status fh_launch_optimise_fused<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, float*,
+                                                     fh_bf16*, double*, float*, float*, int64_t*, unsigned int*,
+                                                     float, float, float, float, float, int, float, cudaStream_t);

@@ -86,6 +86,20 @@ fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out,
  * done is not null, after a system fence) *done = *step. */
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
                                 float* gnorm_hist, int64_t* done, cudaStream_t s);
+/* The whole optimiser step in 2 launches, bit for bit fh_launch_grad_norm(g, n, clip, partial, norm_out,
+ * scale_out) -> fh_launch_adam<T>(..., grad_scale = scale_out, step, ...) -> fh_launch_target_update<T>(n, p,
+ * tgt, tgt_shadow, step, target_every, tau): the squares partials, then one kernel that clips, runs Adam
+ * (t = *step + 1; shadow when != NULL), updates the target for step t (hard copy when t % target_every == 0
+ * and tau <= 0, Polyak tau every step when tau > 0; tgt_shadow when != NULL), and sets *step = t, *norm_out,
+ * *scale_out. ticket: one device unsigned int, 0 before the first launch and left 0 by every launch (a
+ * launch's blocks count themselves on it); not shared by launches that may run concurrently. p, g, m, v,
+ * tgt 16-byte aligned, the shadows 4 * sizeof(T) (separate allocations are); otherwise
+ * FH_ERR_INVALID_ARGUMENT and nothing is launched. */
+template <typename T>
+fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
+                                   T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
+                                   unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
+                                   int target_every, float tau, cudaStream_t s);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

@@ -1,18 +1,25 @@
 /*
  * per.cu — prioritised replay on the device (DESIGN §6; layout in native/src/cuda/replay.h).
  *
- *   tree_rebuild      padded/8192 blocks x 256: leaves -> l1 (32 leaves each) -> l2 (=); the last
- *                     block to finish sums l2 -> l3 -> total, count (=). Drift-free: every level is
- *                     recomputed from its children each time; fixed summation order (deterministic).
- *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild
+ *   tree_rebuild      padded/8192 blocks x 256: leaves -> l1, cnt1 (32 leaves each) -> l2, cnt2 (=);
+ *                     the last block to finish sums l2 -> l3 -> total, count (=). Drift-free: every
+ *                     level is recomputed from its children each time; fixed summation order
+ *                     (deterministic). <full>: every l1 node from its leaves (checkpoint load,
+ *                     collect_end, tree_set). <partial> (the priority update): only the l1 nodes
+ *                     flagged in `dirty` (by leaves_zero) from their leaves, clearing the flag; every
+ *                     other l1 node keeps l1/cnt1 as the last rebuild computed them from the same,
+ *                     unchanged leaves; l2 up exactly as <full>. Same code and launch for both, so the
+ *                     tree is bit for bit what a full rebuild gives (FH_PER_FULL_REBUILD=1 keeps <full>)
+ *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild <full>
  *   per_sample        one warp per sample: u = fh_per_stratum_u(total, j, B, philox(seed, j, step,
  *                     SAMPLE)[0]), 4-level descent with warp prefix scans (never lands on a zero
  *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent).
  *                     step = *train_step + step_offset (the offset lets the trainer sample step k+1's
  *                     batch before step k's Adam bumps the counter; beta uses the same step)
  *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...)
- *   priority_update   zero the sampled leaves, then atomicMax of (signal+eps)^alpha on the float bits:
- *                     duplicates keep the max whatever the order; *max_priority likewise; rebuild
+ *   priority_update   zero the sampled leaves (flagging their l1 nodes dirty), then atomicMax of
+ *                     (signal+eps)^alpha on the float bits: duplicates keep the max whatever the order
+ *                     (and flag the same node: deduplicated); *max_priority likewise; rebuild <partial>
  *
  * Positive floats compare like their bit patterns as unsigned ints, which makes the atomics exact.
  */
@@ -25,28 +32,47 @@
 
 /* ---------------------------------------------------------------- rebuild */
 
+/* kPartial: l1 node k is recomputed from its leaves only when dirty[k] (then dirty[k] = 0); otherwise
+ * l1[k] and cnt1[k] are what the last rebuild stored for the same leaves. Everything else is shared. */
+template <bool kPartial>
 static __global__ void __launch_bounds__(FH_REBUILD_THREADS)
-tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, double* l2, int32_t* cnt2, double* l3,
-                    int64_t* cnt3, double* total, int64_t* count, unsigned int* ticket, int32_t n_top) {
+tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, uint8_t* __restrict__ cnt1,
+                    uint8_t* __restrict__ dirty, double* l2, int32_t* cnt2, double* l3, int64_t* cnt3, double* total,
+                    int64_t* count, unsigned int* ticket, int32_t n_top) {
   __shared__ double s_sum[FH_REBUILD_THREADS / 32];
   __shared__ int64_t s_cnt[FH_REBUILD_THREADS / 32];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nw = FH_REBUILD_THREADS / 32;
   const int64_t node1 = (int64_t)blockIdx.x * FH_REBUILD_THREADS + tid;
-  /* l1: 32 consecutive leaves, 8 x 16-byte loads, summed in order */
-  const float4* src = reinterpret_cast<const float4*>(leaf + node1 * FH_TREE_FANOUT);
-  float4 v[8];
-#pragma unroll
-  for (int k = 0; k < 8; ++k) v[k] = __ldcg(src + k);
   double sum = 0.0;
   int32_t cnt = 0;
-#pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    sum += (double)v[k].x; sum += (double)v[k].y; sum += (double)v[k].z; sum += (double)v[k].w;
-    cnt += (v[k].x > 0.0f) + (v[k].y > 0.0f) + (v[k].z > 0.0f) + (v[k].w > 0.0f);
+  bool from_leaves = true;
+  if (kPartial) { /* the stored node is loaded alongside its flag (no second round trip when clean) */
+    const uint8_t d = dirty[node1];
+    const double kept = l1[node1];
+    const int32_t kept_cnt = cnt1[node1];
+    from_leaves = d != 0;
+    if (!from_leaves) {
+      sum = kept;
+      cnt = kept_cnt;
+    }
   }
-  l1[node1] = sum;
+  if (from_leaves) {
+    /* l1: 32 consecutive leaves, 8 x 16-byte loads, summed in order */
+    const float4* src = reinterpret_cast<const float4*>(leaf + node1 * FH_TREE_FANOUT);
+    float4 v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = __ldcg(src + k);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      sum += (double)v[k].x; sum += (double)v[k].y; sum += (double)v[k].z; sum += (double)v[k].w;
+      cnt += (v[k].x > 0.0f) + (v[k].y > 0.0f) + (v[k].z > 0.0f) + (v[k].w > 0.0f);
+    }
+    l1[node1] = sum;
+    cnt1[node1] = (uint8_t)cnt;
+    if (kPartial) dirty[node1] = 0; /* ready for the next update (graph replays) */
+  }
   /* l2: a warp's 32 l1 nodes (fixed butterfly order) */
   for (int o = 16; o > 0; o >>= 1) {
     sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -236,9 +262,13 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
 
 /* ---------------------------------------------------------------- priority update */
 
-static __global__ void leaves_zero_kernel(float* leaf, const int32_t* __restrict__ slot, int32_t B) {
+/* dirty: NULL when a full rebuild follows (FH_PER_FULL_REBUILD=1); duplicates store the same 1. */
+static __global__ void leaves_zero_kernel(float* leaf, uint8_t* dirty, const int32_t* __restrict__ slot, int32_t B) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j < B) leaf[slot[j]] = 0.0f;
+  if (j >= B) return;
+  const int32_t k = slot[j];
+  leaf[k] = 0.0f;
+  if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
 }
 
 static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict__ slot,
@@ -256,13 +286,17 @@ static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict_
 
 /* ---------------------------------------------------------------- launchers */
 
-fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) {
+template <bool kPartial>
+static fh_status launch_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) {
   const unsigned blocks = (unsigned)(t.padded / ((int64_t)FH_REBUILD_THREADS * FH_TREE_FANOUT));
-  tree_rebuild_kernel<<<blocks, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.l2, t.cnt2, t.l3, t.cnt3, t.total,
-                                                            t.count, t.ticket, t.n_top);
+  tree_rebuild_kernel<kPartial><<<blocks, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.cnt1, t.dirty, t.l2, t.cnt2,
+                                                                      t.l3, t.cnt3, t.total, t.count, t.ticket,
+                                                                      t.n_top);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
+
+fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) { return launch_rebuild<false>(t, s); }
 
 fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t* idx, const float* priority,
                              float alpha, cudaStream_t s) {
@@ -291,10 +325,11 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
 fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
                                     cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, B);
+  leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+      r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
   FH_LAUNCH_CHECK();
   leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,
                                                                         r.alpha, r.max_priority);
   FH_LAUNCH_CHECK();
-  return fh_launch_tree_rebuild(r.tree, s);
+  return r.full_rebuild ? launch_rebuild<false>(r.tree, s) : launch_rebuild<true>(r.tree, s);
 }

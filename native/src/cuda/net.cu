@@ -64,7 +64,7 @@ void fh_net_destroy(fh_net* net) {
   if (!net) return;
   void* ptrs[] = {net->online, net->target, net->grad, net->adam_m, net->adam_v, net->dah, net->da2, net->da1,
                   net->wloss, net->signal, net->red_part, net->qs_part, net->loss, net->gnorm, net->gscale,
-                  net->step};
+                  net->step, net->opt_ticket};
   for (void* p : ptrs)
     if (p) cudaFree(p);
   if (net->op == FH_BF16) {
@@ -144,8 +144,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* mm = getenv("FH_MMA");
     net->mma = net->op == FH_BF16 && !net->fused && mm && strcmp(mm, "1") == 0 && fh_net_mma_shapes(L) &&
                fh_mma_available();
-    const char* hb = getenv("FH_HEAD_BGRAD");
-    net->head_bgrad = hb && strcmp(hb, "1") == 0;
+    const char* oc = getenv("FH_OPTIM_CHAIN");
+    net->optim_chain = oc && strcmp(oc, "1") == 0;
     const char* mh = getenv("FH_MMA_HEADS");
     net->mma_heads = net->mma && !(mh && strcmp(mh, "0") == 0);
     const char* lb = getenv("FH_LOGITS_BF16");
@@ -213,6 +213,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     NET_TRY(fh_dmalloc_t(&net->gnorm, 4));
     NET_TRY(fh_dmalloc_t(&net->gscale, 4));
     NET_TRY(fh_dmalloc_t(&net->step, 8));
+    NET_TRY(fh_dmalloc_t(&net->opt_ticket, 4));
 
     /* initial parameters (host, Philox INIT), target = online, moments 0 */
     std::vector<float> init((size_t)L.total);
@@ -223,6 +224,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     FH_CUDA_TRY(cudaMemset(net->adam_m, 0, pb));
     FH_CUDA_TRY(cudaMemset(net->adam_v, 0, pb));
     FH_CUDA_TRY(cudaMemset(net->step, 0, 8));
+    FH_CUDA_TRY(cudaMemset(net->opt_ticket, 0, 4));
     for (int k = 0; k < L.n_heads; ++k) FH_CUDA_TRY(cudaMemset(net->dlog[k], 0, (size_t)cap * L.out_pad[k] * es));
     NET_TRY(fh_net_sync_shadows(net, net->pass[0].s));
     FH_CUDA_TRY(cudaStreamSynchronize(net->pass[0].s));
@@ -385,19 +387,11 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   for (int k = 0; k < L.n_heads; ++k) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
-    /* the head outputs' bias gradient: the weight-gradient GEMM's BGRADB epilogue (fused, or FH_HEAD_BGRAD=1
-     * where cuBLASLt has it), else a column-sum kernel */
-    fh_status bg = FH_ERR_UNSUPPORTED;
-    if (fused || net->head_bgrad)
-      bg = fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], G + L.bO[k]);
-    if (bg == FH_ERR_UNSUPPORTED && !fused) {
+    if (!fused)
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
-      bg = fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k]);
-    }
-    FH_TRY(bg);
+    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
     const fh_relu_mask mk =
         heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
     FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
@@ -574,6 +568,20 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
   cudaStream_t s = net->pass[0].s;
   const int64_t n = net->L.total;
   if (net->knockout & FH_KO_OPTIM) return fh_launch_step_bump(net->step, s);  /* the step counter still moves */
+  if (!net->optim_chain) {
+    /* grad norm + clip, Adam, step bump and target update in two launches (bit for bit the chain below) */
+    if (net->op == FH_BF16)
+      return fh_launch_optimise_fused<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad,
+                                               net->adam_m, net->adam_v, net->target,
+                                               static_cast<fh_bf16*>(net->target_sh), net->red_part, net->gnorm,
+                                               net->gscale, net->step, net->opt_ticket, cfg.grad_clip, cfg.lr,
+                                               cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.target_update_every,
+                                               cfg.tau, s);
+    return fh_launch_optimise_fused<float>(n, net->online, nullptr, net->grad, net->adam_m, net->adam_v, net->target,
+                                           nullptr, net->red_part, net->gnorm, net->gscale, net->step, net->opt_ticket,
+                                           cfg.grad_clip, cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps,
+                                           cfg.target_update_every, cfg.tau, s);
+  }
   FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
   if (net->op == FH_BF16) {
     FH_TRY(fh_launch_adam<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad, net->adam_m,

@@ -83,8 +83,6 @@ struct fh_net {
                                    head outputs of every forward and the backward's input gradients with
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
-  int head_bgrad;               /* FH_HEAD_BGRAD=1: the head outputs' bias gradients from cuBLASLt's BGRADB
-                                   epilogue of their weight-gradient GEMMs (A/B; default: column-sum kernels) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
@@ -104,6 +102,9 @@ struct fh_net {
   float* gnorm;                 /* (1) grad norm before clipping */
   float* gscale;                /* (1) clip factor */
   int64_t* step;                /* (1) optimiser steps taken (Adam t; train step counter) */
+  unsigned int* opt_ticket;     /* (1) fh_launch_optimise_fused's block ticket, 0 between launches */
+  int optim_chain;              /* FH_OPTIM_CHAIN=1: the optimiser as its 5-launch chain (grad norm, finish,
+                                   Adam, step bump, target update) instead of the fused 2 launches (A/B) */
 };
 
 /* Allocate everything for batches up to cap rows and initialise online = target = init(seed)

@@ -6,19 +6,25 @@
  * Sum tree: fan-out 32, four stored levels over the leaves, all sums recomputed from the children
  * on every rebuild (never delta-accumulated), so nothing drifts:
  *   leaf   (padded)            float, stored priority p^alpha; 0 = not sampleable
- *   l1     (padded / 32)       double
- *   l2     (padded / 1024)     double
- *   l3     (padded / 32768)    double   (n_top nodes; 64 at capacity 2^21)
+ *   l1     (padded / 32)       double   (+ cnt1, uint8: leaves > 0 under the node)
+ *   l2     (padded / 1024)     double   (+ cnt2)
+ *   l3     (padded / 32768)    double   (+ cnt3; n_top nodes; 64 at capacity 2^21)
  *   total, count               double / int64 (leaves > 0)
  * padded = capacity rounded up to 32768. A rebuild is ONE launch (each block sums 8192 leaves into
- * l1/l2; the last block to finish sums l2 into l3 and total/count): 8 MB read at 2^21.
+ * l1/l2; the last block to finish sums l2 into l3 and total/count): 8 MB read at 2^21. The priority
+ * update's rebuild is partial, the same launch: only the l1 nodes it flagged dirty are summed from
+ * their leaves (at most B of them), every other l1 node is read back (l1, cnt1 and the flags: 640 KB at 2^21),
+ * and l2 up are recomputed as in the full rebuild, so the tree is bit for bit the full rebuild's.
+ * That needs every l1/cnt1 node to match its leaves between rebuilds: whatever writes leaves
+ * (env step, checkpoint load, tree_set) is followed by a full rebuild before the next priority update.
  *
  * Train step, all graph-capturable:
  *   fh_launch_per_sample(r, b, B, seed, train_step, beta..., s, offset)  slots + IS weights (2 launches)
  *   fh_launch_replay_gather(r, m, envs, b, B, dtype, obs, next_obs, ld)  act, ret, disc, obs, s'
  *   ... loss ...
  *   fh_launch_priority_update(r, b.slot, signal, B)   leaf = (signal+eps)^alpha, duplicates take the
- *                                                      max (deterministic), max_priority, rebuild
+ *                                                      max (deterministic), max_priority, partial
+ *                                                      rebuild (FH_PER_FULL_REBUILD=1: full)
  * The trainer (trainer_cuda.cu) prefetches: right after step k's loss and priority update it samples
  * and gathers step k+1's batch on a side stream into a second fh_cuda_batch and input buffer, while
  * step k's backward and Adam run. The sampler reads only the sum tree (leaf, l1..l3, total, count)
@@ -40,6 +46,9 @@ struct fh_cuda_sumtree {
   int32_t n_top;         /* padded / FH_TREE_BLOCK_LEAVES */
   float* leaf;           /* (padded) p^alpha, pad leaves 0 */
   double* l1;            /* (padded / 32) */
+  uint8_t* cnt1;         /* (padded / 32) leaves > 0 under each l1 node (read back by the partial rebuild) */
+  uint8_t* dirty;        /* (padded / 32) 1 = l1 node with a leaf the priority update wrote (partial
+                            rebuild scratch; the rebuild returns it to 0) */
   double* l2;            /* (padded / 1024) */
   int32_t* cnt2;         /* (padded / 1024) leaves > 0 under each l2 node */
   double* l3;            /* (n_top) */
@@ -64,6 +73,8 @@ struct fh_cuda_replay {
                             bar (C), act (C, 3) uint8, done (C) uint8, reward (C), account (C, 8) */
   float* max_priority;   /* (1) largest stored priority seen, starts at 1 */
   fh_cuda_sumtree tree;
+  int32_t full_rebuild;  /* FH_PER_FULL_REBUILD=1 (read at alloc): priority updates rebuild the whole tree
+                            (the reference the partial rebuild must equal bit for bit) */
 };
 
 /* capacity is rounded down to a multiple of n_envs; rows must be > n_step. */
@@ -86,7 +97,7 @@ struct fh_cuda_batch {
 fh_status fh_cuda_batch_alloc(int32_t cap, fh_cuda_batch* out);
 void fh_cuda_batch_free(fh_cuda_batch* b);
 
-/* Rebuild every internal level of the tree from the leaves (1 launch). */
+/* Rebuild every internal level of the tree from the leaves, cnt1 included (1 launch). */
 fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s);
 
 /* leaf[idx[i]] = priority[i]^alpha for i < n (host-driven tests; idx/priority on the device);
@@ -112,7 +123,8 @@ fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market&
                                   int32_t ld, cudaStream_t s);
 
 /* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
- * the max (deterministic); *max_priority = max(*max_priority, new); then rebuild. (3 launches.) */
+ * the max (deterministic); *max_priority = max(*max_priority, new); then the partial rebuild (the
+ * full one with r.full_rebuild), bit for bit the tree a full rebuild gives. (3 launches.) */
 fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
                                     cudaStream_t s);
 

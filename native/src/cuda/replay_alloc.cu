@@ -1,9 +1,12 @@
 /*
  * replay_alloc.cu — allocation for replay.h (ring of rows, sum tree, sampled batch). Once at create;
- * synchronous. Everything starts at zero (no transition sampleable), max_priority at 1.
+ * synchronous. Everything starts at zero (no transition sampleable, the tree consistent with its
+ * leaves, no l1 node dirty), max_priority at 1. FH_PER_FULL_REBUILD=1 (read here): the priority
+ * update rebuilds the whole tree instead of the dirty l1 nodes (for bit-identity checks).
  */
 #include "replay.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define FH_ALLOC_ZERO(ptr, bytes)                          \
@@ -15,6 +18,8 @@
 static fh_status tree_alloc(fh_cuda_sumtree* t) {
   FH_ALLOC_ZERO(t->leaf, sizeof(float) * (size_t)t->padded);
   FH_ALLOC_ZERO(t->l1, sizeof(double) * (size_t)(t->padded / FH_TREE_FANOUT));
+  FH_ALLOC_ZERO(t->cnt1, sizeof(uint8_t) * (size_t)(t->padded / FH_TREE_FANOUT));
+  FH_ALLOC_ZERO(t->dirty, sizeof(uint8_t) * (size_t)(t->padded / FH_TREE_FANOUT));
   FH_ALLOC_ZERO(t->l2, sizeof(double) * (size_t)(t->padded / (FH_TREE_FANOUT * FH_TREE_FANOUT)));
   FH_ALLOC_ZERO(t->cnt2, sizeof(int32_t) * (size_t)(t->padded / (FH_TREE_FANOUT * FH_TREE_FANOUT)));
   FH_ALLOC_ZERO(t->l3, sizeof(double) * (size_t)t->n_top);
@@ -40,6 +45,8 @@ void fh_cuda_sumtree_free(fh_cuda_sumtree* t) {
   if (!t) return;
   cudaFree(t->leaf);
   cudaFree(t->l1);
+  cudaFree(t->cnt1);
+  cudaFree(t->dirty);
   cudaFree(t->l2);
   cudaFree(t->cnt2);
   cudaFree(t->l3);
@@ -75,6 +82,8 @@ fh_status fh_cuda_replay_alloc(const fh_config& cfg, fh_cuda_replay* out) {
   out->eps = cfg.per_eps;
   out->v.rows = out->rows;
   out->v.n_envs = cfg.n_envs;
+  const char* fr = getenv("FH_PER_FULL_REBUILD");
+  out->full_rebuild = fr && strcmp(fr, "1") == 0;
   if (out->rows <= cfg.n_step || cfg.n_step < 1) return FH_ERR_INVALID_CONFIG;
   const fh_status st = replay_alloc(out);
   if (st != FH_OK) fh_cuda_replay_free(out);
