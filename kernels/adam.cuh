@@ -9,6 +9,7 @@
  *                                      tau (Polyak, every step) when tau > 0, else 1 (hard copy) when
  *                                      every > 0 and t % every == 0, else 0 (no update)
  *   fh_target_blend(online, tgt, mix)  mix*online + (1-mix)*tgt (callers copy online when mix == 1)
+ *   fh_adam_group4(i, p, g, m, v, ...) (device) Adam on the 16-byte group i of the flat vectors
  *
  * The gradient g is the one after global-norm clipping. Launch/loop over all n_params elements; pad
  * rows of the layout have g == 0 and p == 0 and stay 0.
@@ -32,6 +33,26 @@ FH_HD void fh_adam_update(float& p, float g, float& m, float& v, float lr, float
   const float vhat = v / bc2;
   p -= lr * mhat / (sqrtf(vhat) + eps);
 }
+
+#if defined(__CUDACC__)
+/* Adam on the 16-byte group i of the flat fp32 vectors (16-byte aligned), the gradient times the clip
+ * factor sc: m, v and p written back, the new p group returned (for shadows and the target). */
+__device__ __forceinline__ float4 fh_adam_group4(int64_t i, float* __restrict__ p, const float* __restrict__ g,
+                                                 float* __restrict__ m, float* __restrict__ v, float sc, float lr,
+                                                 float b1, float b2, float eps, float bc1, float bc2) {
+  float4 mi = reinterpret_cast<const float4*>(m)[i], vi = reinterpret_cast<const float4*>(v)[i];
+  float4 pi = reinterpret_cast<const float4*>(p)[i];
+  const float4 gi = reinterpret_cast<const float4*>(g)[i];
+  fh_adam_update(pi.x, gi.x * sc, mi.x, vi.x, lr, b1, b2, eps, bc1, bc2);
+  fh_adam_update(pi.y, gi.y * sc, mi.y, vi.y, lr, b1, b2, eps, bc1, bc2);
+  fh_adam_update(pi.z, gi.z * sc, mi.z, vi.z, lr, b1, b2, eps, bc1, bc2);
+  fh_adam_update(pi.w, gi.w * sc, mi.w, vi.w, lr, b1, b2, eps, bc1, bc2);
+  reinterpret_cast<float4*>(m)[i] = mi;
+  reinterpret_cast<float4*>(v)[i] = vi;
+  reinterpret_cast<float4*>(p)[i] = pi;
+  return pi;
+}
+#endif
 
 FH_HD float fh_target_mix(float tau, int32_t every, int64_t t) {
   if (tau > 0.0f) return tau;

@@ -46,6 +46,7 @@
 #include <cooperative_groups.h>
 
 #include "eval_device.cuh"
+#include "mma.cuh"
 #include "net_device.cuh"
 #include "../native/src/cuda/net.h"
 
@@ -116,46 +117,6 @@ struct ef_params {
 
 __device__ __forceinline__ uint32_t ef_lds32(const fh_bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-__device__ __forceinline__ uint32_t ef_pack(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-/* bf16 tensor-core steps; never launched from code built below sm_80 (fh_eval_fused_setup checks the
- * kernel's PTX version): NaN, not silence, if it ever were */
-__device__ __forceinline__ void ef_mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                       uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  (void)a0; (void)a1; (void)a2; (void)a3; (void)b0; (void)b1;
-  c[0] = c[1] = c[2] = c[3] = __int_as_float(0x7fc00000);
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#endif
-}
-
-__device__ __forceinline__ void ef_mma_k8(float* c, uint32_t a0, uint32_t a1, uint32_t b0) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  (void)a0; (void)a1; (void)b0;
-  c[0] = c[1] = c[2] = c[3] = __int_as_float(0x7fc00000);
-#else
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(b0));
-#endif
-}
-
-/* 16 bytes global -> shared without registers; zero-filled when !valid (src is then not read). */
-__device__ __forceinline__ void ef_cp16(void* dst, const void* src, bool valid) {
-  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void ef_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void ef_cp_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
 __device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int c) {
   int s = 0;
   while (s + 1 < Ly.nseg && c >= Ly.seg[s].c1) ++s;
@@ -212,7 +173,7 @@ __device__ __forceinline__ void ef_p1_chunk(const ef_params& P, int m, int step,
   const bool valid = m * EF_MT + j < P.S;
   const float* src = P.p1;
   if (valid) src += (ef_cursor(sseg, j, step) - P.ea.val_begin) * (int64_t)P.h1 + c;
-  ef_cp16(dst + j * P.p1s + c, src, valid);
+  fh_cp16(dst + j * P.p1s + c, src, valid);
 }
 
 __device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_t* sseg, unsigned char* sm) {
@@ -226,7 +187,7 @@ __device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_
     for (int j = 0; j < EF_MT; ++j)
       for (int c = threadIdx.x; c < c4; c += EF_THREADS) ef_p1_chunk(P, m, step, sseg, dst, j, 4 * c);
   }
-  ef_cp_commit();
+  fh_cp_commit();
 }
 
 /* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place). */
@@ -246,9 +207,9 @@ __device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
     d[1] = p1[g * P.p1s + c + 1] + b1[c + 1];
     d[2] = p1[(g + 8) * P.p1s + c] + b1[c];
     d[3] = p1[(g + 8) * P.p1s + c + 1] + b1[c + 1];
-    ef_mma_k8(d, a0, a1, ef_lds32(wacc + (u * 8 + g) * 8 + 2 * t));
-    *reinterpret_cast<uint32_t*>(h1 + g * hs + c) = ef_pack(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
-    *reinterpret_cast<uint32_t*>(h1 + (g + 8) * hs + c) = ef_pack(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
+    fh_mma_bf16_k8(d, a0, a1, ef_lds32(wacc + (u * 8 + g) * 8 + 2 * t));
+    *reinterpret_cast<uint32_t*>(h1 + g * hs + c) = fh_pack_bf16x2(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
+    *reinterpret_cast<uint32_t*>(h1 + (g + 8) * hs + c) = fh_pack_bf16x2(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
   }
 }
 
@@ -287,7 +248,7 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
         a3 = ef_lds32(pa + (g + 8) * as + 8);
       }
       const fh_bf16* pb = sW + (u * 8 + g) * ws + k0;
-      ef_mma(acc[u], a0, a1, a2, a3, ef_lds32(pb), ef_lds32(pb + 8));
+      fh_mma_bf16(acc[u], a0, a1, a2, a3, ef_lds32(pb), ef_lds32(pb + 8));
     }
   }
   float* part = reinterpret_cast<float*>(sm + P.part_off);
@@ -319,10 +280,10 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
     const int col = (u0 + u) * 8;
     if (Ly.relu) {
       uint4 h;
-      h.x = ef_pack(fmaxf(v[0], 0.0f), fmaxf(v[1], 0.0f));
-      h.y = ef_pack(fmaxf(v[2], 0.0f), fmaxf(v[3], 0.0f));
-      h.z = ef_pack(fmaxf(v[4], 0.0f), fmaxf(v[5], 0.0f));
-      h.w = ef_pack(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
+      h.x = fh_pack_bf16x2(fmaxf(v[0], 0.0f), fmaxf(v[1], 0.0f));
+      h.y = fh_pack_bf16x2(fmaxf(v[2], 0.0f), fmaxf(v[3], 0.0f));
+      h.z = fh_pack_bf16x2(fmaxf(v[4], 0.0f), fmaxf(v[5], 0.0f));
+      h.w = fh_pack_bf16x2(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
 #pragma unroll
       for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = h;
@@ -457,10 +418,10 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       float f[FH_ENV_ACCOUNT];
       fh_env_account(a.m, a.p, s, f);
       uint4 v;
-      v.x = ef_pack(f[0], f[1]);
-      v.y = ef_pack(f[2], f[3]);
-      v.z = ef_pack(f[4], f[5]);
-      v.w = ef_pack(f[6], f[7]);
+      v.x = fh_pack_bf16x2(f[0], f[1]);
+      v.y = fh_pack_bf16x2(f[2], f[3]);
+      v.z = fh_pack_bf16x2(f[4], f[5]);
+      v.w = fh_pack_bf16x2(f[6], f[7]);
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
       for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
@@ -514,7 +475,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    ef_cp_wait();
+    fh_cp_wait<0>();
     __syncthreads();
     ef_build_h1(P, sm);
     __syncthreads();

@@ -172,16 +172,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   /* 16-byte groups, then the tail (as fh_adam_kernel) */
   const int64_t n4 = n / 4;
   for (int64_t i = first; i < n4; i += stride) {
-    float4 mi = reinterpret_cast<const float4*>(m)[i], vi = reinterpret_cast<const float4*>(v)[i];
-    float4 pi = reinterpret_cast<const float4*>(p)[i];
-    const float4 gi = reinterpret_cast<const float4*>(g)[i];
-    fh_adam_update(pi.x, gi.x * sc, mi.x, vi.x, lr, b1, b2, eps, bc1, bc2);
-    fh_adam_update(pi.y, gi.y * sc, mi.y, vi.y, lr, b1, b2, eps, bc1, bc2);
-    fh_adam_update(pi.z, gi.z * sc, mi.z, vi.z, lr, b1, b2, eps, bc1, bc2);
-    fh_adam_update(pi.w, gi.w * sc, mi.w, vi.w, lr, b1, b2, eps, bc1, bc2);
-    reinterpret_cast<float4*>(m)[i] = mi;
-    reinterpret_cast<float4*>(v)[i] = vi;
-    reinterpret_cast<float4*>(p)[i] = pi;
+    const float4 pi = fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) fh_store_quad(shadow, i, pi);
     if (mix != 0.0f) {
       float4 ti = pi;

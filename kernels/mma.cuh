@@ -4,8 +4,8 @@
  *
  *   fh_mma_bf16(c, a0..a3, b0, b1)   c (16 x 8 fp32 fragment) += A (16 x 16 bf16, row) B (16 x 8 bf16, col)
  *   fh_mma_bf16_k8(c, a0, a1, b0)    the same with k = 8
- *   fh_ldsm_x4(r, p) / _trans         ldmatrix: four 8 x 8 bf16 matrices from shared memory, one row
- *                                    address per lane (lanes 8i..8i+7: matrix i); _trans transposes
+ *   fh_ldsm_x4<TRANS>(r, p)           ldmatrix: four 8 x 8 bf16 matrices from shared memory, one row
+ *                                    address per lane (lanes 8i..8i+7: matrix i); TRANS transposes
  *   fh_cp16(dst, src, valid)         16 bytes global -> shared (cp.async.cg), zero-filled when !valid
  *   fh_cp_commit() / fh_cp_wait<N>() commit the issued copies as a group / wait until <= N groups pend
  *   fh_pack_bf16x2(lo, hi)           two floats rounded to a bf16 pair (lo in the low half)
@@ -49,27 +49,21 @@ __device__ __forceinline__ void fh_mma_bf16_k8(float* c, uint32_t a0, uint32_t a
 #endif
 }
 
+template <bool TRANS = false>
 __device__ __forceinline__ void fh_ldsm_x4(uint32_t (&r)[4], const void* p) {
   const unsigned a = (unsigned)__cvta_generic_to_shared(p);
 #ifdef FH_MMA_NO_TENSOR_CORES
   (void)a;
   r[0] = r[1] = r[2] = r[3] = 0xffffffffu;
 #else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void fh_ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
-  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-#ifdef FH_MMA_NO_TENSOR_CORES
-  (void)a;
-  r[0] = r[1] = r[2] = r[3] = 0xffffffffu;
-#else
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 #endif
 }
 

@@ -116,7 +116,7 @@ static __global__ void __launch_bounds__(kThreads, 4) fh_mma_gemm_kernel(const f
       for (int jp = 0; jp < 2; ++jp) {
         uint32_t r[4];
         if (NN)
-          fh_ldsm_x4_trans(r, b + (ks * 16 + (lane & 7) + (mat & 1) * 8) * kRowN + wn * 32 + jp * 16 + (mat >> 1) * 8);
+          fh_ldsm_x4<true>(r, b + (ks * 16 + (lane & 7) + (mat & 1) * 8) * kRowN + wn * 32 + jp * 16 + (mat >> 1) * 8);
         else
           fh_ldsm_x4(r, b + (wn * 32 + jp * 16 + (lane & 7) + (mat >> 1) * 8) * kRowK + ks * 16 + (mat & 1) * 8);
         bf[2 * jp][0] = r[0];

@@ -426,6 +426,26 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
+/* dX (B, N) = (dY (B, K) W (K, N)) * (act > 0) with the column-sum partials: one layer of the mma backward
+ * (every buffer dense: row strides K and N). */
+static fh_mma_problem fh_mma_dx_problem(const fh_bf16* dY, int K, const fh_bf16* W, int N, void* dX, const fh_bf16* act,
+                                        float* colsum) {
+  fh_mma_problem p{};
+  p.A = dY;
+  p.lda = K;
+  p.W = W;
+  p.ldw = N;
+  p.C = dX;
+  p.ldc = N;
+  p.act = act;
+  p.ldact = N;
+  p.colsum = colsum;
+  p.ldcs = N;
+  p.N = N;
+  p.K = K;
+  return p;
+}
+
 /* The mma backward (net->mma, bf16): the input-gradient chain on pass 0's main stream, each link one
  * grouped tensor-core GEMM whose epilogue applies the ReLU derivative of the layer below and writes that
  * layer's bias-gradient partials:
@@ -483,19 +503,8 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(2)], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH));
   }
   /* da2 */
-  fh_mma_problem t2{};
-  t2.A = static_cast<const fh_bf16*>(net->dah);
-  t2.lda = HH;
-  t2.W = S + L.WH;
-  t2.ldw = L.h2;
-  t2.C = net->da2;
-  t2.ldc = L.h2;
-  t2.act = static_cast<const fh_bf16*>(P.a2);
-  t2.ldact = L.h2;
-  t2.colsum = net->colsum_lv[1];
-  t2.ldcs = L.h2;
-  t2.N = L.h2;
-  t2.K = HH;
+  const fh_mma_problem t2 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->dah), HH, S + L.WH, L.h2, net->da2,
+                                              static_cast<const fh_bf16*>(P.a2), net->colsum_lv[1]);
   FH_TRY(fh_launch_mma_gemm(&t2, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
   FH_CUDA_TRY(cudaEventRecord(net->bev[1], P.s));
   {
@@ -505,19 +514,8 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(3)], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2));
   }
   /* da1, then the first layer's weight gradient on the main stream */
-  fh_mma_problem t1{};
-  t1.A = static_cast<const fh_bf16*>(net->da2);
-  t1.lda = L.h2;
-  t1.W = S + L.W2;
-  t1.ldw = L.h1;
-  t1.C = net->da1;
-  t1.ldc = L.h1;
-  t1.act = static_cast<const fh_bf16*>(P.a1);
-  t1.ldact = L.h1;
-  t1.colsum = net->colsum_lv[2];
-  t1.ldcs = L.h1;
-  t1.N = L.h1;
-  t1.K = L.h2;
+  const fh_mma_problem t1 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->da2), L.h2, S + L.W2, L.h1, net->da1,
+                                              static_cast<const fh_bf16*>(P.a1), net->colsum_lv[2]);
   FH_TRY(fh_launch_mma_gemm(&t1, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
   FH_TRY(fh_launch_colsum_finish(net->colsum_lv[2], tiles, L.h1, G + L.b1, P.s));
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1));
