@@ -58,7 +58,8 @@ __device__ static float2 fh_norm_clip(double sumsq, float clip) {
   const float norm = (float)sqrt(sumsq);
   float scale = 1.0f;
   if (clip > 0.0f && norm > clip) scale = clip / (norm + 1e-6f);
-  if (!isfinite(norm)) scale = 0.0f;  /* a non-finite gradient never reaches the weights */
+  if (!isfinite(norm)) scale = 0.0f;  /* finite gradients are dropped; NaN/Inf ones still poison their
+                                         elements (x * 0), and the trainer stops at the non-finite norm */
   return make_float2(norm, scale);
 }
 

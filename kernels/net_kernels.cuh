@@ -76,7 +76,7 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
 int64_t fh_sum_partial_doubles(void);
 fh_status fh_launch_sum(const float* x, int64_t n, int squares, double* partial, double* out, cudaStream_t s);
 /* Global grad norm of g (n) and the clip factor: norm_out = ||g||, scale_out = min(1, clip / (norm + 1e-6))
- * (1 when clip <= 0). Also writes a device flag nonfinite_out = 1 when the norm is NaN/Inf. */
+ * (1 when clip <= 0), and 0 when the norm is NaN/Inf. */
 fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* partial, float* norm_out,
                               float* scale_out, cudaStream_t s);
 /* mean = sum(x[0..n)) / n as float into *out. */
