@@ -36,23 +36,14 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
   __syncthreads();
   const float bc1 = s_c[0], bc2 = s_c[1], sc = s_c[2];
   const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  /* 16-byte groups (the flat vectors are separate allocations, so 16-byte aligned), then the tail */
+  /* 16-byte groups (the flat vectors and the shadow are separate allocations, so aligned), then the tail */
   const int64_t n4 = n / 4;
   for (int64_t i = first; i < n4; i += stride) {
     const float4 pi = fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
-    if (shadow) {
-      shadow[4 * i] = fh_from_f32<T>(pi.x);
-      shadow[4 * i + 1] = fh_from_f32<T>(pi.y);
-      shadow[4 * i + 2] = fh_from_f32<T>(pi.z);
-      shadow[4 * i + 3] = fh_from_f32<T>(pi.w);
-    }
+    if (shadow) fh_store_quad(shadow, i, pi);
   }
   for (int64_t i = 4 * n4 + first; i < n; i += stride) {
-    float mi = m[i], vi = v[i], pi = p[i];
-    fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi;
+    const float pi = fh_adam_elem(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) shadow[i] = fh_from_f32<T>(pi);
   }
 }

@@ -9,7 +9,8 @@
  *                                      tau (Polyak, every step) when tau > 0, else 1 (hard copy) when
  *                                      every > 0 and t % every == 0, else 0 (no update)
  *   fh_target_blend(online, tgt, mix)  mix*online + (1-mix)*tgt (callers copy online when mix == 1)
- *   fh_adam_group4(i, p, g, m, v, ...) (device) Adam on the 16-byte group i of the flat vectors
+ *   fh_adam_group4(i, p, g, m, v, ...) (device) Adam on the 16-byte group i of the flat vectors;
+ *   fh_adam_elem (one element, the tail) and fh_store_quad (4 shadow values in one store) likewise
  *
  * The gradient g is the one after global-norm clipping. Launch/loop over all n_params elements; pad
  * rows of the layout have g == 0 and p == 0 and stay 0.
@@ -35,6 +36,31 @@ FH_HD void fh_adam_update(float& p, float g, float& m, float& v, float lr, float
 }
 
 #if defined(__CUDACC__)
+#include "cuda_common.cuh"
+
+/* Adam on element i of the flat fp32 vectors (the tail after the 16-byte groups); the new p returned. */
+__device__ __forceinline__ float fh_adam_elem(int64_t i, float* __restrict__ p, const float* __restrict__ g,
+                                             float* __restrict__ m, float* __restrict__ v, float sc, float lr, float b1,
+                                             float b2, float eps, float bc1, float bc2) {
+  float mi = m[i], vi = v[i], pi = p[i];
+  fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
+  m[i] = mi;
+  v[i] = vi;
+  p[i] = pi;
+  return pi;
+}
+
+/* Four values rounded to T into dst[4i..4i+3] in one store (dst aligned to 4 * sizeof(T)). */
+template <typename T>
+struct alignas(4 * sizeof(T)) fh_quad {
+  T x, y, z, w;
+};
+template <typename T>
+__device__ __forceinline__ void fh_store_quad(T* dst, int64_t i, const float4& a) {
+  reinterpret_cast<fh_quad<T>*>(dst)[i] =
+      fh_quad<T>{fh_from_f32<T>(a.x), fh_from_f32<T>(a.y), fh_from_f32<T>(a.z), fh_from_f32<T>(a.w)};
+}
+
 /* Adam on the 16-byte group i of the flat fp32 vectors (16-byte aligned), the gradient times the clip
  * factor sc: m, v and p written back, the new p group returned (for shadows and the target). */
 __device__ __forceinline__ float4 fh_adam_group4(int64_t i, float* __restrict__ p, const float* __restrict__ g,

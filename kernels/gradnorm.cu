@@ -127,17 +127,6 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
   return FH_OK;
 }
 
-/* Four T values to dst[4i..4i+3] in one store (dst aligned to 4 * sizeof(T)). */
-template <typename T>
-struct alignas(4 * sizeof(T)) fh_quad {
-  T x, y, z, w;
-};
-template <typename T>
-__device__ __forceinline__ void fh_store_quad(T* dst, int64_t i, const float4& a) {
-  reinterpret_cast<fh_quad<T>*>(dst)[i] =
-      fh_quad<T>{fh_from_f32<T>(a.x), fh_from_f32<T>(a.y), fh_from_f32<T>(a.z), fh_from_f32<T>(a.w)};
-}
-
 /* Launch 2 of the fused optimiser step, kSumThreads threads per block, any grid. Every block: the
  * finish sum of the squares partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1
  * with the bias corrections and the target mix (fh_adam_kernel's, fh_target_kernel's decision for the
@@ -187,11 +176,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
     }
   }
   for (int64_t i = 4 * n4 + first; i < n; i += stride) {
-    float mi = m[i], vi = v[i], pi = p[i];
-    fh_adam_update(pi, g[i] * sc, mi, vi, lr, b1, b2, eps, bc1, bc2);
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = pi;
+    const float pi = fh_adam_elem(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) shadow[i] = fh_from_f32<T>(pi);
     if (mix != 0.0f) {
       const float x = mix == 1.0f ? pi : fh_target_blend(pi, tgt[i], mix);

@@ -17,6 +17,7 @@
 #include "mma_gemm.cuh"
 #include "mma.cuh"
 
+#include <atomic>
 #include <mutex>
 
 static constexpr int kBM = FH_MMA_BM, kBN = 128, kBK = 32, kStages = 3, kThreads = 256;
@@ -218,14 +219,16 @@ static __global__ void __launch_bounds__(kThreads, 4) fh_mma_gemm_kernel(const f
   X(false, float, true, false, false)             \
   X(true, fh_bf16, false, true, true)
 
-static int g_mma_ok[64];  /* per device: 0 unknown, 1 available, -1 not */
-static std::mutex g_mma_mu;
+static std::atomic<int> g_mma_ok[64];  /* per device: 0 unknown, 1 available, -1 not */
+static std::mutex g_mma_mu;             /* the first answer per device (sets the kernels' attributes) */
 
 int fh_mma_available(void) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  const int known = g_mma_ok[dev].load(std::memory_order_acquire);
+  if (known != 0) return known == 1;
   std::lock_guard<std::mutex> lock(g_mma_mu);
-  if (g_mma_ok[dev] == 0) {
+  if (g_mma_ok[dev].load(std::memory_order_relaxed) == 0) {
     bool ok = true;
     cudaFuncAttributes fa{};
 #define FH_MMA_SETUP(nn, tc, bias, mask, colsum)                                                             \
@@ -238,9 +241,9 @@ int fh_mma_available(void) {
     FH_MMA_KERNELS(FH_MMA_SETUP)
 #undef FH_MMA_SETUP
     (void)cudaGetLastError();  /* a refusal is an answer here, not an error to report later */
-    g_mma_ok[dev] = ok ? 1 : -1;
+    g_mma_ok[dev].store(ok ? 1 : -1, std::memory_order_release);
   }
-  return g_mma_ok[dev] == 1;
+  return g_mma_ok[dev].load(std::memory_order_relaxed) == 1;
 }
 
 static bool fh_mma_aligned(const void* p, uintptr_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }

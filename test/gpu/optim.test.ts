@@ -16,7 +16,6 @@
 import koffi from 'koffi';
 import { describe, expect, test } from 'vitest';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
-import { libraryPath } from '../../src/native/paths.js';
 import { firstMismatch, rng } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
@@ -71,8 +70,8 @@ interface Out extends State {
 let checkFn: ReturnType<ReturnType<typeof koffi.load>['func']> | null = null;
 function optimiseCheck(): NonNullable<typeof checkFn> {
   if (checkFn === null) {
-    loadNative('cuda'); // a clear error when the CUDA library is missing or stale
-    checkFn = koffi.load(libraryPath('cuda')).func(
+    // the library file loadNative opened (a clear error when it is missing or stale), as per.test.ts does
+    checkFn = koffi.load(loadNative('cuda').path).func(
       'int32_t fh_cuda_optimise_check(int32_t fused, int32_t bf16, int32_t graph, int64_t n, int32_t steps, '
       + 'const float *grads, float *p, float *m, float *v, float *tgt, int64_t *step, float clip, float lr, '
       + 'float beta1, float beta2, float eps, int32_t target_every, float tau, void *shadow, void *tgt_shadow, '

@@ -426,21 +426,19 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-/* dX (B, N) = (dY (B, K) W (K, N)) * (act > 0) with the column-sum partials: one layer of the mma backward
- * (every buffer dense: row strides K and N). */
-static fh_mma_problem fh_mma_dx_problem(const fh_bf16* dY, int K, const fh_bf16* W, int N, void* dX, const fh_bf16* act,
-                                        float* colsum) {
+/* dX (B, N; row stride ld) = (dY (B, K; row stride lda) W (K, N)) * (act > 0), act with dX's stride, with the
+ * column-sum partials (stride ld): one layer, or one head, of the mma backward. */
+static fh_mma_problem fh_mma_dx_problem(const fh_bf16* dY, int K, int lda, const fh_bf16* W, int N, void* dX,
+                                        const fh_bf16* act, int ld, float* colsum) {
   fh_mma_problem p{};
   p.A = dY;
-  p.lda = K;
+  p.lda = lda;
   p.W = W;
   p.ldw = N;
   p.C = dX;
-  p.ldc = N;
   p.act = act;
-  p.ldact = N;
   p.colsum = colsum;
-  p.ldcs = N;
+  p.ldc = p.ldact = p.ldcs = ld;
   p.N = N;
   p.K = K;
   return p;
@@ -478,21 +476,10 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
   }
   /* dah */
   fh_mma_problem pr[FH_NET_HEADS];
-  for (int k = 0; k < L.n_heads; ++k) {
-    pr[k] = fh_mma_problem{};
-    pr[k].A = static_cast<const fh_bf16*>(net->dlog[k]);
-    pr[k].lda = L.out_pad[k];
-    pr[k].W = S + L.WO[k];
-    pr[k].ldw = L.hh;
-    pr[k].C = static_cast<fh_bf16*>(net->dah) + (int64_t)k * L.hh;
-    pr[k].ldc = HH;
-    pr[k].act = ah + (int64_t)k * L.hh;
-    pr[k].ldact = HH;
-    pr[k].colsum = net->colsum_lv[0] + (int64_t)k * L.hh;
-    pr[k].ldcs = HH;
-    pr[k].N = L.hh;
-    pr[k].K = L.out_pad[k];
-  }
+  for (int k = 0; k < L.n_heads; ++k)
+    pr[k] = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->dlog[k]), L.out_pad[k], L.out_pad[k], S + L.WO[k], L.hh,
+                              static_cast<fh_bf16*>(net->dah) + (int64_t)k * L.hh, ah + (int64_t)k * L.hh, HH,
+                              net->colsum_lv[0] + (int64_t)k * L.hh);
   const unsigned fl = FH_MMA_MASK | FH_MMA_COLSUM;
   FH_TRY(fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NN, FH_BF16, fl, P.s));
   FH_CUDA_TRY(cudaEventRecord(net->bev[0], P.s));
@@ -503,8 +490,8 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(2)], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH));
   }
   /* da2 */
-  const fh_mma_problem t2 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->dah), HH, S + L.WH, L.h2, net->da2,
-                                              static_cast<const fh_bf16*>(P.a2), net->colsum_lv[1]);
+  const fh_mma_problem t2 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->dah), HH, HH, S + L.WH, L.h2, net->da2,
+                                              static_cast<const fh_bf16*>(P.a2), L.h2, net->colsum_lv[1]);
   FH_TRY(fh_launch_mma_gemm(&t2, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
   FH_CUDA_TRY(cudaEventRecord(net->bev[1], P.s));
   {
@@ -514,8 +501,8 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[side(3)], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2));
   }
   /* da1, then the first layer's weight gradient on the main stream */
-  const fh_mma_problem t1 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->da2), L.h2, S + L.W2, L.h1, net->da1,
-                                              static_cast<const fh_bf16*>(P.a1), net->colsum_lv[2]);
+  const fh_mma_problem t1 = fh_mma_dx_problem(static_cast<const fh_bf16*>(net->da2), L.h2, L.h2, S + L.W2, L.h1,
+                                              net->da1, static_cast<const fh_bf16*>(P.a1), L.h1, net->colsum_lv[2]);
   FH_TRY(fh_launch_mma_gemm(&t1, 1, B, FH_MMA_NN, FH_BF16, fl, P.s));
   FH_TRY(fh_launch_colsum_finish(net->colsum_lv[2], tiles, L.h1, G + L.b1, P.s));
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1));

@@ -20,6 +20,13 @@
 #include <new>
 #include <vector>
 
+/* n elements of device array src into host array dst, on s (nothing when dst is NULL: an output not asked for). */
+template <typename T>
+static fh_status fh_copy_out(T* dst, const T* src, size_t n, cudaStream_t s) {
+  if (dst) FH_CUDA_TRY(cudaMemcpyAsync(dst, src, sizeof(T) * n, cudaMemcpyDeviceToHost, s));
+  return FH_OK;
+}
+
 /* ---------------------------------------------------------------- env (trainer forwards) */
 
 /* One env step of every env with host actions (N, 3), as fh_trainer_env_step documents: ended
@@ -33,12 +40,12 @@ fh_status fh_cuda_env_step_host(const fh_cuda_envs& e, const fh_cuda_market& m, 
   FH_CUDA_TRY(cudaMemcpyAsync(e.actions, actions, sizeof(int32_t) * 3 * n, cudaMemcpyHostToDevice, s));
   FH_TRY(fh_launch_env_step(e, m, nullptr, 0, s));
   if (advance) FH_TRY(fh_launch_collect_end(e, nullptr, 1, s));
-  if (reward) FH_CUDA_TRY(cudaMemcpyAsync(reward, e.reward, sizeof(float) * n, cudaMemcpyDeviceToHost, s));
-  if (done) FH_CUDA_TRY(cudaMemcpyAsync(done, e.done, sizeof(uint8_t) * n, cudaMemcpyDeviceToHost, s));
-  if (position) FH_CUDA_TRY(cudaMemcpyAsync(position, e.position, sizeof(int32_t) * n, cudaMemcpyDeviceToHost, s));
-  if (cost) FH_CUDA_TRY(cudaMemcpyAsync(cost, e.cost, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
-  if (cursor) FH_CUDA_TRY(cudaMemcpyAsync(cursor, e.cursor, sizeof(int64_t) * n, cudaMemcpyDeviceToHost, s));
-  if (equity) FH_CUDA_TRY(cudaMemcpyAsync(equity, e.equity, sizeof(double) * n, cudaMemcpyDeviceToHost, s));
+  FH_TRY(fh_copy_out(reward, e.reward, n, s));
+  FH_TRY(fh_copy_out(done, e.done, n, s));
+  FH_TRY(fh_copy_out(position, e.position, n, s));
+  FH_TRY(fh_copy_out(cost, e.cost, n, s));
+  FH_TRY(fh_copy_out(cursor, e.cursor, n, s));
+  FH_TRY(fh_copy_out(equity, e.equity, n, s));
   FH_CUDA_TRY(cudaStreamSynchronize(s));
   return FH_OK;
 }
@@ -320,16 +327,16 @@ extern "C" FH_API fh_status fh_per_read(fh_per* p, int64_t n_leaves, float* leaf
   const fh_cuda_sumtree& t = p->tree;
   const size_t n0 = (size_t)t.padded, n1 = n0 / FH_TREE_FANOUT, n2 = n1 / FH_TREE_FANOUT, n3 = (size_t)t.n_top;
   cudaStream_t s = p->s;
-  if (leaf) FH_CUDA_TRY(cudaMemcpyAsync(leaf, t.leaf, sizeof(float) * n0, cudaMemcpyDeviceToHost, s));
-  if (l1) FH_CUDA_TRY(cudaMemcpyAsync(l1, t.l1, sizeof(double) * n1, cudaMemcpyDeviceToHost, s));
-  if (cnt1) FH_CUDA_TRY(cudaMemcpyAsync(cnt1, t.cnt1, sizeof(uint8_t) * n1, cudaMemcpyDeviceToHost, s));
-  if (l2) FH_CUDA_TRY(cudaMemcpyAsync(l2, t.l2, sizeof(double) * n2, cudaMemcpyDeviceToHost, s));
-  if (cnt2) FH_CUDA_TRY(cudaMemcpyAsync(cnt2, t.cnt2, sizeof(int32_t) * n2, cudaMemcpyDeviceToHost, s));
-  if (l3) FH_CUDA_TRY(cudaMemcpyAsync(l3, t.l3, sizeof(double) * n3, cudaMemcpyDeviceToHost, s));
-  if (cnt3) FH_CUDA_TRY(cudaMemcpyAsync(cnt3, t.cnt3, sizeof(int64_t) * n3, cudaMemcpyDeviceToHost, s));
-  if (total) FH_CUDA_TRY(cudaMemcpyAsync(total, t.total, sizeof(double), cudaMemcpyDeviceToHost, s));
-  if (count) FH_CUDA_TRY(cudaMemcpyAsync(count, t.count, sizeof(int64_t), cudaMemcpyDeviceToHost, s));
-  if (max_priority) FH_CUDA_TRY(cudaMemcpyAsync(max_priority, p->d_maxp, sizeof(float), cudaMemcpyDeviceToHost, s));
+  FH_TRY(fh_copy_out(leaf, t.leaf, n0, s));
+  FH_TRY(fh_copy_out(l1, t.l1, n1, s));
+  FH_TRY(fh_copy_out(cnt1, t.cnt1, n1, s));
+  FH_TRY(fh_copy_out(l2, t.l2, n2, s));
+  FH_TRY(fh_copy_out(cnt2, t.cnt2, n2, s));
+  FH_TRY(fh_copy_out(l3, t.l3, n3, s));
+  FH_TRY(fh_copy_out(cnt3, t.cnt3, n3, s));
+  FH_TRY(fh_copy_out(total, t.total, 1, s));
+  FH_TRY(fh_copy_out(count, t.count, 1, s));
+  FH_TRY(fh_copy_out(max_priority, p->d_maxp, 1, s));
   std::vector<uint8_t> dirty;
   unsigned int ticket = 0;
   if (pending) {

@@ -633,7 +633,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   out->config_hash = t->config_hash;
   int w = snprintf(out->engine, sizeof out->engine, "cuda %s, %s, %s backward, %s train logits",
                    t->net.op == FH_BF16 ? "bf16" : "fp32", t->cfg.use_graphs ? "graphs" : "eager",
-                   t->net.mma ? "mma" : t->net.fused ? "fused-epilogue" : "kernel", t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
+                   t->net.mma ? "mma" : t->net.fused ? "fused-epilogue" : "kernel",
+                   t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   if (t->net.mma_heads && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
