@@ -48,6 +48,7 @@
 #include "eval_device.cuh"
 #include "mma.cuh"
 #include "net_device.cuh"
+#include "p1.cuh"
 #include "../native/src/cuda/net.h"
 
 namespace cg = cooperative_groups;
@@ -507,17 +508,6 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     for (int i = 0; i < EF_NPROF; ++i) P.prof[i] = (unsigned long long)s_prof[i];
 }
 
-/* Xval row v = the bf16 market window of bar val_begin + v, account columns zero (one warp per row). */
-template <bool VEC>
-static __global__ void ef_xval_kernel(fh_market_view m, int32_t window, int64_t val_begin, int64_t n_val, int32_t D,
-                                      fh_bf16* __restrict__ xval) {
-  const int64_t v = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (v >= n_val) return;
-  const float zero[FH_ENV_ACCOUNT] = {};
-  fh_gather_obs_row<fh_bf16, VEC>(m.features, m.n_features, window, val_begin + v, zero, lane, xval + v * D);
-}
-
 /* ---------------------------------------------------------------- host */
 
 void fh_eval_fused_free(fh_eval_fused* f) {
@@ -699,17 +689,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     cudaGetLastError(); /* not sticky: clear it */
     return ef_off(f, "no device memory for the first layer's market part (%d MiB)", (int)((xbytes + pbytes) >> 20));
   }
-  {
-    const int64_t threads = (int64_t)ev->n_val * 32;
-    const int blocks = (int)CEIL_DIV(threads, 256);
-    fh_bf16* xv = static_cast<fh_bf16*>(f->xval);
-    if (fh_gather_vec_ok(ev->view.n_features, ev->p.window, L.D))
-      ef_xval_kernel<true><<<blocks, 256>>>(ev->view, ev->p.window, ev->val_begin, ev->n_val, L.D, xv);
-    else
-      ef_xval_kernel<false><<<blocks, 256>>>(ev->view, ev->p.window, ev->val_begin, ev->n_val, L.D, xv);
-    FH_LAUNCH_CHECK();
-    FH_CUDA_TRY(cudaDeviceSynchronize());
-  }
+  FH_TRY(fh_launch_market_windows(ev->view, ev->p.window, ev->val_begin, ev->n_val, L.D,
+                                  static_cast<fh_bf16*>(f->xval), 0));
+  FH_CUDA_TRY(cudaDeviceSynchronize());
 
   P->atoms = L.atoms;
   P->nb = L.n_branches;

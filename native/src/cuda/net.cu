@@ -4,6 +4,7 @@
  */
 #include "net.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,8 +291,13 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool m = masks && net->fused;
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
-  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
-                     fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
+  if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1_bars)
+    FH_TRY(fh_launch_layer1_p1(net->tp1, net->tp1_bar0, net->tp1_n, net->tp1_bars, static_cast<const fh_bf16*>(x),
+                               L.D, static_cast<const fh_bf16*>(S) + L.W1, static_cast<const fh_bf16*>(S) + L.b1,
+                               L.h1, B, static_cast<fh_bf16*>(P.a1), P.s));
+  else
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
+                       fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
                      fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
@@ -579,6 +585,79 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
                                  cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, s));
     FH_TRY(fh_launch_target_update<float>(n, net->online, net->target, nullptr, net->step, cfg.target_update_every,
                                           cfg.tau, s));
+  }
+  return FH_OK;
+}
+
+/* ------------------------------------------------------------------ the target's first-layer table */
+
+#define FH_P1_CHUNK 32768
+
+void fh_target_p1_free(fh_target_p1* tp, fh_net* net) {
+  if (!tp) return;
+  if (tp->table) cudaFree(tp->table);
+  if (tp->scratch) cudaFree(tp->scratch);
+  if (net && net->tp1 == tp->table) {
+    net->tp1 = nullptr;
+    net->tp1_bars = nullptr;
+  }
+  memset(tp, 0, sizeof *tp);
+}
+
+static fh_status p1_off(fh_target_p1* tp, const char* why) {
+  snprintf(tp->why, sizeof tp->why, "%s", why);
+  tp->on = 0;
+  return FH_OK;
+}
+
+fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view& m, int32_t window,
+                             const fh_config& cfg) {
+  memset(tp, 0, sizeof *tp);
+  const fh_layout& L = net->L;
+  const char* e = getenv("FH_TARGET_P1");
+  if (e && strcmp(e, "0") == 0) return p1_off(tp, "FH_TARGET_P1=0");
+  if (net->op != FH_BF16) return p1_off(tp, "deterministic (fp32) mode keeps the GEMM's bits");
+  if (cfg.tau > 0.0f || cfg.target_update_every <= 0) return p1_off(tp, "the target changes every step (Polyak tau)");
+  if (L.h1 % 8 || (int64_t)L.h1 * (FH_ENV_ACCOUNT + 1) * 4 > 48 * 1024) return p1_off(tp, "hidden1 is not a multiple of 8 (or > 1360)");
+  if (L.D != window * m.n_features + FH_ENV_ACCOUNT || m.n_bars < window) return p1_off(tp, "no market windows");
+  tp->bar0 = window - 1;
+  tp->n = m.n_bars - tp->bar0;
+  tp->chunk = (int32_t)(tp->n < FH_P1_CHUNK ? tp->n : FH_P1_CHUNK);
+  const size_t tb = (size_t)tp->n * L.h1 * sizeof(float), sb = (size_t)tp->chunk * L.D * sizeof(fh_bf16);
+  size_t free_b = 0, total_b = 0;
+  FH_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+  /* leave the rest of the device to what the batch sizer counted on (it ran before: half of free memory) */
+  if ((double)(tb + sb) > 0.25 * (double)free_b) {
+    snprintf(tp->why, sizeof tp->why, "the table (%zu MiB) is more than a quarter of free device memory", (tb + sb) >> 20);
+    return FH_OK;
+  }
+  if (cudaMalloc(&tp->table, tb) != cudaSuccess || cudaMalloc((void**)&tp->scratch, sb) != cudaSuccess) {
+    cudaGetLastError(); /* not sticky: clear it */
+    fh_target_p1_free(tp, net);
+    return p1_off(tp, "no device memory for the table");
+  }
+  tp->on = 1;
+  net->tp1 = tp->table;
+  net->tp1_bar0 = tp->bar0;
+  net->tp1_n = tp->n;
+  net->tp1_bars = nullptr;
+  fh_status st = fh_target_p1_refresh(*tp, net, m, window, net->pass[0].s);
+  if (st == FH_OK && cudaStreamSynchronize(net->pass[0].s) != cudaSuccess) st = fh_cuda_status(cudaGetLastError());
+  if (st != FH_OK) fh_target_p1_free(tp, net);
+  return st;
+}
+
+fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_market_view& m, int32_t window,
+                               cudaStream_t s, float* table) {
+  if (!tp.on) return FH_OK;
+  const fh_layout& L = net->L;
+  float* out = table ? table : tp.table;
+  const fh_bf16* w1 = static_cast<const fh_bf16*>(net->target_sh) + L.W1;
+  for (int64_t off = 0; off < tp.n; off += tp.chunk) {
+    const int64_t rows = tp.n - off < tp.chunk ? tp.n - off : tp.chunk;
+    FH_TRY(fh_launch_market_windows(m, window, tp.bar0 + off, rows, L.D, tp.scratch, s));
+    FH_TRY(fh_gemm_fwd(net->gemm, s, net->pass[0].ws[0], FH_BF16, (int)rows, L.h1, L.D, tp.scratch, L.D, w1, nullptr,
+                       FH_EPI_NONE, out + off * L.h1, FH_F32, L.h1));
   }
   return FH_OK;
 }

@@ -28,6 +28,7 @@
 
 #include "../../../kernels/mma_gemm.cuh"
 #include "../../../kernels/net_kernels.cuh"
+#include "../../../kernels/p1.cuh"
 #include "../common/layout.h"
 #include "gemm_cublaslt.h"
 
@@ -86,6 +87,13 @@ struct fh_net {
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
+  /* target(s')'s first layer from the per-bar table of the target net's market part (kernels/p1.cuh,
+   * bf16 mode): the trainer owns the table (tp1: tp1_n rows of h1 floats from bar tp1_bar0 on), keeps it
+   * equal to the target's weights, and points tp1_bars at the batch's s' bars only while it launches a
+   * train step; with tp1_bars NULL the target's first layer is the GEMM */
+  const float* tp1;
+  int64_t tp1_bar0, tp1_n;
+  const int32_t* tp1_bars;
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
@@ -150,5 +158,29 @@ fh_status fh_net_backward(fh_net* net, int32_t B);
 
 /* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. */
 fh_status fh_net_optimise(fh_net* net, const fh_config& cfg);
+
+/* The target net's first-layer table (kernels/p1.cuh): P1[bar] = window(bar) W1mkt^T of the target's bf16
+ * weights for every bar from W-1 on, fp32, built in chunks of `chunk` market windows (scratch) with one GEMM
+ * each. On (bf16 mode, hard target updates, FH_TARGET_P1 not "0", the memory found) it replaces target(s')'s
+ * first-layer GEMM in the train steps: a gather of one table row per sample. The owner keeps it equal to
+ * the target weights: a refresh after every change of them (hard update, set_params, checkpoint load). */
+struct fh_target_p1 {
+  int on;
+  float* table;                 /* (n, h1) */
+  fh_bf16* scratch;             /* (chunk, D) market windows of one chunk */
+  int64_t bar0, n;
+  int32_t chunk;
+  char why[128];                /* why it is off ("" when on) */
+};
+
+/* Decide, allocate and build (synchronous, on pass 0's stream); off is not an error (why says it). On: also
+ * points net->tp1 at the table. */
+fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view& m, int32_t window,
+                             const fh_config& cfg);
+/* Rebuild the table from the target's current bf16 weights into `table` (default tp->table) on stream s
+ * (pass 0's workspace; graph-capturable once its shapes have run). */
+fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_market_view& m, int32_t window,
+                               cudaStream_t s, float* table = nullptr);
+void fh_target_p1_free(fh_target_p1* tp, fh_net* net);  /* idempotent */
 
 #endif /* FH_CUDA_NET_H */

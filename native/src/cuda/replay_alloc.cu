@@ -112,6 +112,7 @@ static fh_status batch_alloc(fh_cuda_batch* b) {
   FH_ALLOC_ZERO(b->act, sizeof(int32_t) * 3 * n);
   FH_ALLOC_ZERO(b->ret, sizeof(float) * n);
   FH_ALLOC_ZERO(b->disc, sizeof(float) * n);
+  FH_ALLOC_ZERO(b->nbar, sizeof(int32_t) * n);
   return FH_OK;
 }
 
@@ -134,5 +135,6 @@ void fh_cuda_batch_free(fh_cuda_batch* b) {
   cudaFree(b->act);
   cudaFree(b->ret);
   cudaFree(b->disc);
+  cudaFree(b->nbar);
   memset(b, 0, sizeof *b);
 }

@@ -49,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "adam.cuh"
 #include "collect.h"
 #include "config.h"
 #include "eval.h"
@@ -95,6 +96,7 @@ struct fh_trainer {
   bool have_dm = false, have_envs = false, have_replay = false, have_ev = false, have_net = false;
   bool have_bb[2] = {false, false};
   fh_net net{};
+  fh_target_p1 tp1{};            /* the target's first-layer table (net.h); tp1.why says why it is off */
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -274,10 +276,19 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
  * weight gradient) reads the step's set; pass[0].x goes back to set 0 afterwards. Graphs bake the
  * pointer in, so set 1 has graph variants of its own (TS_ODD). */
 static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
-  t->net.pass[0].x = t->xs[(flags & TS_ODD) ? 1 : 0];
+  const int set = (flags & TS_ODD) ? 1 : 0;
+  t->net.pass[0].x = t->xs[set];
+  t->net.tp1_bars = t->tp1.on ? t->bb[set].nbar : nullptr;
   const fh_status st = launch_train_step_body(t, flags);
   t->net.pass[0].x = t->xs[0];
+  t->net.tp1_bars = nullptr;
   return st;
+}
+
+/* After a change of the target's weights (hard update, set_params, checkpoint load): the first-layer
+ * table again, on the train stream (stream-ordered before the next step). */
+static fh_status refresh_target_p1(fh_trainer* t) {
+  return fh_target_p1_refresh(t->tp1, &t->net, t->dm.view, t->cfg.window, train_stream(t));
 }
 
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
@@ -331,6 +342,7 @@ static void destroy_all(fh_trainer* t) {
   if (t->have_replay) fh_cuda_replay_free(&t->replay);
   if (t->have_envs) fh_cuda_envs_free(&t->envs);
   if (t->have_dm) fh_cuda_market_free(&t->dm);
+  fh_target_p1_free(&t->tp1, &t->net);
   if (t->have_net) fh_net_destroy(&t->net);
   if (t->h_loss) cudaFreeHost(t->h_loss);
   if (t->h_gnorm) cudaFreeHost(t->h_gnorm);
@@ -464,6 +476,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   TR_TRY(t, fh_net_create(&t->net, c, t->obs_dim, t->cap), "network allocation");
   t->have_net = true;
   TR_TRY(t, fh_eval_fused_setup(&t->ev, &t->net, -1), "fused evaluation setup");
+  TR_TRY(t, fh_target_p1_setup(&t->tp1, &t->net, t->dm.view, c.window, c), "target first-layer table");
   TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb[0]), "batch allocation");
   t->have_bb[0] = true;
   t->xs[0] = t->net.pass[0].x;
@@ -637,6 +650,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   if (t->net.mma_heads && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
+  if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
@@ -683,6 +698,9 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
     else TR_TRY(t, launch_train_step(t, f), "train step");
     ++launched;
+    /* a hard target update in this step (its Adam t = train_step + launched): the table follows */
+    if (t->tp1.on && fh_target_mix(c.tau, c.target_update_every, t->train_step + launched) == 1.0f)
+      TR_TRY(t, refresh_target_p1(t), "target first-layer table");
     /* keep at most kRunAhead steps queued: wait (polling mapped memory, no CUDA synchronisation) until
      * step k - kRunAhead + 1 is recorded; the device still has the later steps to run meanwhile */
     int64_t done = *reinterpret_cast<volatile int64_t*>(t->h_done);
@@ -953,6 +971,7 @@ extern "C" FH_API fh_status fh_trainer_load_checkpoint(fh_trainer* t, const uint
   TR_CUDA(t, cudaMemcpy(t->net.step, &t->train_step, 8, cudaMemcpyHostToDevice), "checkpoint load");
   cudaStream_t st = train_stream(t);
   TR_TRY(t, fh_net_sync_shadows(&t->net, st), "checkpoint load");
+  TR_TRY(t, refresh_target_p1(t), "checkpoint load (target first-layer table)");
   TR_TRY(t, fh_launch_tree_rebuild(t->replay.tree, st), "checkpoint load");
   TR_CUDA(t, cudaStreamSynchronize(st), "checkpoint load");
   return FH_OK;
@@ -978,6 +997,7 @@ extern "C" FH_API fh_status fh_trainer_set_params(fh_trainer* t, int32_t which, 
   TR_CUDA(t, cudaDeviceSynchronize(), "set_params");
   TR_CUDA(t, cudaMemcpy(which == 0 ? t->net.online : t->net.target, in, n * 4, cudaMemcpyHostToDevice), "set_params");
   TR_TRY(t, fh_net_sync_shadows(&t->net, train_stream(t)), "set_params");
+  TR_TRY(t, refresh_target_p1(t), "set_params (target first-layer table)");
   TR_CUDA(t, cudaStreamSynchronize(train_stream(t)), "set_params");
   return FH_OK;
 }
@@ -1092,4 +1112,77 @@ extern "C" FH_API fh_status fh_trainer_env_observe(fh_trainer* t, float* out) {
     return fail_dev(t, fh_cuda_status(e), "env_observe");
   }
   return FH_OK;
+}
+
+/* ------------------------------------------------------------------ test entry (test/gpu only) */
+
+static double bf16_bits_to_double(uint16_t b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* The target's first-layer table checked in place: out[0] = 1 when it is on (else why says why not);
+ * out[1] = max |table - a rebuild from the target's current weights| (0 when it follows every change of
+ * them); out[2] = max |a1 from the table - a1 from the GEMM| over batch set 0's s' rows (the last even
+ * train step's batch), out[3] = max |a1 from the GEMM|, out[4] = the rows compared. Synchronous. */
+extern "C" FH_API fh_status fh_test_trainer_target_p1(fh_trainer* t, double* out, char* why, size_t why_len) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  for (int i = 0; i < 5; ++i) out[i] = 0.0;
+  if (why && why_len) snprintf(why, why_len, "%s", t->tp1.why);
+  if (!t->tp1.on) return FH_OK;
+  out[0] = 1.0;
+  fh_net* net = &t->net;
+  const fh_layout& L = net->L;
+  const int32_t B = t->batch;
+  cudaStream_t st = train_stream(t);
+  float* tmp = nullptr;
+  fh_bf16 *ap = nullptr, *ag = nullptr;
+  std::vector<float> a((size_t)t->tp1.n * L.h1), b(a.size());
+  std::vector<uint16_t> hp((size_t)B * L.h1), hg(hp.size());
+  fh_status s = FH_OK;
+  const fh_bf16* S = static_cast<const fh_bf16*>(net->target_sh);
+  const void* xn = fh_net_next_obs(net, B, t->xs[0]);
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = cudaMalloc(&tmp, a.size() * 4);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&ap, hp.size() * 2);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&ag, hp.size() * 2);
+  if (e != cudaSuccess) {
+    s = fail_dev(t, fh_cuda_status(e), "target table check");
+    goto done;
+  }
+  s = fh_target_p1_refresh(t->tp1, net, t->dm.view, t->cfg.window, st, tmp);
+  if (s == FH_OK)
+    s = fh_launch_layer1_p1(t->tp1.table, t->tp1.bar0, t->tp1.n, t->bb[0].nbar, static_cast<const fh_bf16*>(xn), L.D,
+                            S + L.W1, S + L.b1, L.h1, B, ap, st);
+  if (s == FH_OK)
+    s = fh_gemm_fwd(net->gemm, st, net->pass[0].ws[0], FH_BF16, B, L.h1, L.D, xn, L.D, S + L.W1, S + L.b1,
+                    FH_EPI_RELU_BIAS, ag, FH_BF16, L.h1);
+  if (s != FH_OK) {
+    s = fail(t, s, "target table check: %s", fh_cuda_last_error_text());
+    goto done;
+  }
+  e = cudaStreamSynchronize(st);
+  if (e == cudaSuccess) e = cudaMemcpy(a.data(), t->tp1.table, a.size() * 4, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(b.data(), tmp, b.size() * 4, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(hp.data(), ap, hp.size() * 2, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(hg.data(), ag, hg.size() * 2, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) {
+    s = fail_dev(t, fh_cuda_status(e), "target table check");
+    goto done;
+  }
+  for (size_t i = 0; i < a.size(); ++i) out[1] = fmax(out[1], fabs((double)a[i] - (double)b[i]));
+  for (size_t i = 0; i < hp.size(); ++i) {
+    const double g = bf16_bits_to_double(hg[i]);
+    out[2] = fmax(out[2], fabs(bf16_bits_to_double(hp[i]) - g));
+    out[3] = fmax(out[3], fabs(g));
+  }
+  out[4] = B;
+done:
+  if (tmp) cudaFree(tmp);
+  if (ap) cudaFree(ap);
+  if (ag) cudaFree(ag);
+  return s;
 }
