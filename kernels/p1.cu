@@ -3,10 +3,9 @@
  * the first layer of a batch from its bars' P1 rows.
  *
  *   market_windows_kernel  one warp per row: fh_gather_obs_row with zero account features
- *   layer1_p1_kernel       one thread per 8 output columns of a row: 2 float4 loads of the P1 row, the
- *                          row's 8 account features (one 16-byte load where D % 8 == 0), the bias and
- *                          the account columns of W1 from shared memory (h1 * 9 floats per block),
- *                          one 16-byte store; grid-stride over (row, column group)
+ *   layer1_p1_kernel       a thread owns 8 output columns (their 64 account weights and 8 biases in
+ *                          registers) and walks rows: per row 2 float4 loads of the P1 row, the row's 8
+ *                          account features (one 16-byte load where D % 8 == 0), one 16-byte store
  */
 #include "p1.cuh"
 
@@ -39,26 +38,29 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
   return FH_OK;
 }
 
+/* Thread (g, roff) of a block: column group g (8 columns c0 = 8g) of rows roff, roff + rpb, ... of the
+ * block's rows; its 64 account weights and 8 biases stay in registers for every row it does. */
 template <bool VEC_ACC>
 static __global__ void __launch_bounds__(FH_P1_THREADS)
 layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
                  const fh_bf16* __restrict__ x, int32_t D, const fh_bf16* __restrict__ w1,
                  const fh_bf16* __restrict__ b1, int32_t h1, int32_t B, fh_bf16* __restrict__ a1) {
-  extern __shared__ float sm[];
-  float* wacc = sm;                    /* (h1, 8): W1[c, D-8+k] */
-  float* bs = sm + (int64_t)h1 * FH_ENV_ACCOUNT;
-  const int32_t acc0 = D - FH_ENV_ACCOUNT;
-  for (int32_t i = threadIdx.x; i < h1 * FH_ENV_ACCOUNT; i += blockDim.x)
-    wacc[i] = __bfloat162float(w1[(int64_t)(i / FH_ENV_ACCOUNT) * D + acc0 + i % FH_ENV_ACCOUNT]);
-  for (int32_t c = threadIdx.x; c < h1; c += blockDim.x) bs[c] = __bfloat162float(b1[c]);
-  __syncthreads();
-  const int32_t groups = h1 >> 3;
-  const int64_t total = (int64_t)B * groups, stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-    const int64_t r = idx / groups;
-    const int32_t c0 = (int32_t)(idx - r * groups) * 8;
+  const int32_t groups = h1 >> 3, rpb = FH_P1_THREADS / groups;
+  const int32_t g = (int32_t)threadIdx.x % groups, roff = (int32_t)threadIdx.x / groups;
+  if (roff >= rpb) return;
+  const int32_t c0 = g * 8, acc0 = D - FH_ENV_ACCOUNT;
+  float w[8][FH_ENV_ACCOUNT], bias[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    bias[j] = __bfloat162float(b1[c0 + j]);
+#pragma unroll
+    for (int k = 0; k < FH_ENV_ACCOUNT; ++k) w[j][k] = __bfloat162float(w1[(int64_t)(c0 + j) * D + acc0 + k]);
+  }
+  for (int64_t r = (int64_t)blockIdx.x * rpb + roff; r < B; r += (int64_t)gridDim.x * rpb) {
     int64_t i = (int64_t)bars[r] - bar0;
     i = i < 0 ? 0 : (i >= n_p1 ? n_p1 - 1 : i);
+    const float4* pr = reinterpret_cast<const float4*>(p1 + i * h1 + c0);
+    const float4 pa = __ldg(pr), pb = __ldg(pr + 1);
     float acc[FH_ENV_ACCOUNT];
     const fh_bf16* xa = x + r * D + acc0;
     if (VEC_ACC) {
@@ -74,16 +76,13 @@ layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const
 #pragma unroll
       for (int k = 0; k < FH_ENV_ACCOUNT; ++k) acc[k] = __bfloat162float(xa[k]);
     }
-    const float4* pr = reinterpret_cast<const float4*>(p1 + i * h1 + c0);
-    const float4 pa = __ldg(pr), pb = __ldg(pr + 1);
     float v[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
     uint32_t packed[4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const float* w = wacc + (c0 + j) * FH_ENV_ACCOUNT;
-      float s = v[j] + bs[c0 + j];
+      float s = v[j] + bias[j];
 #pragma unroll
-      for (int k = 0; k < FH_ENV_ACCOUNT; ++k) s = fmaf(acc[k], w[k], s);
+      for (int k = 0; k < FH_ENV_ACCOUNT; ++k) s = fmaf(acc[k], w[j][k], s);
       v[j] = fmaxf(s, 0.0f);
     }
 #pragma unroll
@@ -101,15 +100,14 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
   if (B <= 0) return FH_OK;
   if (!p1 || n_p1 <= 0 || !bars || !x || !w1 || !b1 || !a1 || h1 <= 0 || h1 % 8 || D < FH_ENV_ACCOUNT)
     return FH_ERR_INVALID_ARGUMENT;
-  const int64_t threads = (int64_t)B * (h1 / 8);
-  int64_t blocks = CEIL_DIV(threads, FH_P1_THREADS);
+  if (h1 / 8 > FH_P1_THREADS) return FH_ERR_UNSUPPORTED; /* h1 > 2048 */
+  const int32_t rpb = FH_P1_THREADS / (h1 / 8);
+  int64_t blocks = CEIL_DIV((int64_t)B, rpb);
   if (blocks > FH_P1_MAX_BLOCKS) blocks = FH_P1_MAX_BLOCKS;
-  const size_t smem = (size_t)h1 * (FH_ENV_ACCOUNT + 1) * sizeof(float);
-  if (smem > 48 * 1024) return FH_ERR_UNSUPPORTED; /* h1 > 1365: more than the default shared memory */
   if (D % 8 == 0)
-    layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, 0, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   else
-    layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, 0, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

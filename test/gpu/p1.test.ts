@@ -101,8 +101,10 @@ describe("the target's first-layer table", () => {
   });
 
   test('train steps with the table == with the GEMM (FH_TARGET_P1=0) within bf16 tolerance', () => {
+    // lr 1e-12: the online net and every hard copy of it stay (in bf16) the initial weights, so both runs train on
+    // (nearly) the same batches and the losses differ only by the target's first layer: table vs GEMM
     const gpu = loadNative('cuda');
-    const run = (p1: string) => withEnv('FH_TARGET_P1', p1, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+    const run = (p1: string) => withEnv('FH_TARGET_P1', p1, () => withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), m, (h) => {
       const engine = info(gpu, h).engine;
       const stats = [1, 2].map(() => runEpoch(gpu, h));
       return { engine, stats, check: tableCheck(gpu, h) };
@@ -111,17 +113,16 @@ describe("the target's first-layer table", () => {
     const off = run('0');
     expect(on.engine).toContain('target P1 table');
     expect(off.engine).not.toContain('target P1 table');
+    expect(on.check.on).toBe(true);
     expect(off.check.on).toBe(false);
     expect(off.check.why).toBe('FH_TARGET_P1=0');
     for (let e = 0; e < 2; e++) {
       const a = on.stats[e];
       const b = off.stats[e];
       if (a === undefined || b === undefined) throw new Error('missing epoch');
-      // the same batches (the sampler does not depend on the target) and targets that differ by bf16 rounding
       expect(a.env_steps).toBe(b.env_steps);
-      expect(Math.abs(a.loss_mean - b.loss_mean), `epoch ${e + 1} loss`).toBeLessThanOrEqual(0.02 * Math.abs(b.loss_mean));
-      expect(Math.abs(a.q_mean - b.q_mean), `epoch ${e + 1} q_mean`)
-        .toBeLessThanOrEqual(0.02 * (Math.abs(b.q_mean) + Math.abs(b.q_max - b.q_min)));
+      expect(Number.isFinite(a.loss_mean)).toBe(true);
+      expect(Math.abs(a.loss_mean - b.loss_mean), `epoch ${e + 1} loss`).toBeLessThanOrEqual(2e-3 * Math.abs(b.loss_mean));
     }
   });
 
