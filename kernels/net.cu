@@ -186,10 +186,10 @@ static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ d
   }
 }
 
+/* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. */
 template <typename T>
-fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
-                                    cudaStream_t s) {
-  if (B <= 0 || n <= 0) return FH_OK;
+static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, int n, float* partial,
+                                            cudaStream_t s, int* chunks_out) {
   int chunks = CEIL_DIV(B, kColsumRows);
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
@@ -207,7 +207,28 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
     fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
   }
   FH_LAUNCH_CHECK();
+  *chunks_out = chunks;
+  return FH_OK;
+}
+
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
+                                    cudaStream_t s) {
+  if (B <= 0 || n <= 0) return FH_OK;
+  int chunks = 0;
+  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks));
   return fh_launch_colsum_finish(partial, chunks, n, bias_grad, s);
+}
+
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
+                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev) {
+  if (B <= 0 || n <= 0) return FH_OK;
+  int chunks = 0;
+  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks));
+  FH_CUDA_TRY(cudaEventRecord(ev, s));
+  FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));
+  return fh_launch_colsum_finish(partial, chunks, n, bias_grad, fs);
 }
 
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s) {
@@ -292,3 +313,7 @@ template fh_status fh_launch_relu_bwd_colsum<float>(float*, const float*, int, i
                                                     cudaStream_t);
 template fh_status fh_launch_relu_bwd_colsum<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
                                                       cudaStream_t);
+template fh_status fh_launch_relu_bwd_colsum_split<float>(float*, const float*, int, int, int, float*, float*,
+                                                          cudaStream_t, cudaStream_t, cudaEvent_t);
+template fh_status fh_launch_relu_bwd_colsum_split<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
+                                                            cudaStream_t, cudaStream_t, cudaEvent_t);

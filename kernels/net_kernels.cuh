@@ -52,6 +52,11 @@ int64_t fh_colsum_partial_floats(int B, int n);
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial,
                                     float* bias_grad, cudaStream_t s);
+/* The same with the second pass (the finish, which only the optimiser waits for) on stream fs, forked
+ * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. */
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
+                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev);
 /* out[c] = sum over chunks of partial[chunk * n + c], c < n (`=`), in a fixed order: the second pass of
  * fh_launch_relu_bwd_colsum, also for the column-sum partials of fh_launch_mma_gemm (ldcs = n). */
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s);

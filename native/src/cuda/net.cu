@@ -75,10 +75,13 @@ void fh_net_destroy(fh_net* net) {
   for (int k = 0; k < FH_NET_HEADS; ++k) {
     if (net->dlog[k]) cudaFree(net->dlog[k]);
   }
-  for (int k = 0; k < FH_NET_HEADS + 1; ++k)
+  for (int k = 0; k < FH_NET_HEADS; ++k)
     if (net->colsum_part[k]) cudaFree(net->colsum_part[k]);
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
     if (net->colsum_lv[i]) cudaFree(net->colsum_lv[i]);
+    if (net->colsum_trunk[i]) cudaFree(net->colsum_trunk[i]);
+  }
+  if (net->fin_ev) cudaEventDestroy(net->fin_ev);
   for (int i = 0; i < 2; ++i)
     if (net->bev[i]) cudaEventDestroy(net->bev[i]);
   void* masks[] = {net->mask1.bits, net->mask2.bits, net->maskh.bits};
@@ -184,10 +187,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       NET_TRY(fh_dmalloc_t(&net->colsum_part[k], (size_t)fh_colsum_partial_floats(cap, L.out_pad[k]) * 4));
     }
     {
-      int widest = (int)HH;
-      if (L.h1 > widest) widest = L.h1;
-      if (L.h2 > widest) widest = L.h2;
-      NET_TRY(fh_dmalloc_t(&net->colsum_part[FH_NET_HEADS], (size_t)fh_colsum_partial_floats(cap, widest) * 4));
+      const int widths[3] = {(int)HH, L.h2, L.h1};
+      for (int i = 0; i < 3; ++i)
+        NET_TRY(fh_dmalloc_t(&net->colsum_trunk[i], (size_t)fh_colsum_partial_floats(cap, widths[i]) * 4));
+      FH_CUDA_TRY(cudaEventCreateWithFlags(&net->fin_ev, cudaEventDisableTiming));
     }
     {
       fh_relu_mask* ms[3] = {&net->mask1, &net->mask2, &net->maskh};
@@ -383,7 +386,6 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const void* S = net->online_sh;
   const int HH = L.n_heads * L.hh;
   float* G = net->grad;
-  float* part = net->colsum_part[FH_NET_HEADS];
   const bool fused = net->fused != 0;
   const bool heads_masked = fused && L.hh % 128 == 0;
   const fh_relu_mask none{nullptr, 0};
@@ -407,28 +409,42 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
   }
+  /* the bias-gradient finishes of the three layers below run on head stream 1 (free again), beside the
+   * GEMMs; joined at the end */
+  cudaStream_t fs = L.n_heads > 1 ? P.hs[1] : P.s;
+  bool forked = false;
   /* head first layer (all heads as one GEMM) */
-  if (!heads_masked)
-    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH, part,
-                                        G + L.bH, P.s));
+  if (!heads_masked) {
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
+                                              net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev));
+    forked = true;
+  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                     heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
                     L.h2, fused ? net->mask2 : none));
   /* trunk layer 2 */
-  if (!fused)
-    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2, part,
-                                        G + L.b2, P.s));
+  if (!fused) {
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
+                                              net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev));
+    forked = true;
+  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient) */
-  if (!fused)
-    FH_TRY(fh_launch_relu_bwd_colsum<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1, part,
-                                        G + L.b1, P.s));
+  if (!fused) {
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
+                                              net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev));
+    forked = true;
+  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                     fused ? G + L.b1 : nullptr));
+  if (forked && fs != P.s) {
+    FH_CUDA_TRY(cudaEventRecord(P.join[1], fs));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[1], 0));
+  }
   return FH_OK;
 }
 

@@ -100,7 +100,10 @@ struct fh_net {
   void* dah;                    /* (cap, H*hh) */
   void* da2;                    /* (cap, h2) */
   void* da1;                    /* (cap, h1) */
-  float* colsum_part[FH_NET_HEADS + 1];  /* partial column sums (one per concurrent stream) */
+  float* colsum_part[FH_NET_HEADS];  /* partial column sums of the head outputs' gradients (one per head stream) */
+  float* colsum_trunk[3];       /* kernel backward: partials of dah, da2, da1, whose finishes run on head stream 1
+                                   beside the next GEMMs (joined at the end of the backward) */
+  cudaEvent_t fin_ev;           /* kernel backward: fork of those finishes */
   float* wloss;                 /* (cap) w_i * loss_i */
   float* signal;                /* (cap) priority signal */
   double* red_part;             /* partials of the flat reductions */
