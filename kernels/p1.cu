@@ -3,16 +3,17 @@
  * the first layer of a batch from its bars' P1 rows.
  *
  *   market_windows_kernel  one warp per row: fh_gather_obs_row with zero account features
- *   layer1_p1_kernel       a thread owns 8 output columns (their 64 account weights and 8 biases in
- *                          registers) and walks rows: per row 2 float4 loads of the P1 row, the row's 8
- *                          account features (one 16-byte load where D % 8 == 0), one 16-byte store
+ *   layer1_p1_kernel       a thread owns 4 output columns and walks rows, 4 at a time with every load
+ *                          issued first: per row one float4 of the P1 row, the row's 8 account
+ *                          features (one 16-byte load where D % 8 == 0), one 8-byte store; W1's account
+ *                          columns and b1 from shared memory
  */
 #include "p1.cuh"
 
 #include "cuda_env_gather.cuh"
 
 #define FH_P1_THREADS 256
-#define FH_P1_MAX_BLOCKS 1024
+#define FH_P1_MAX_BLOCKS 2048
 
 template <bool VEC>
 static __global__ void market_windows_kernel(fh_market_view m, int32_t window, int64_t begin, int64_t n, int32_t D,
@@ -38,59 +39,75 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
   return FH_OK;
 }
 
-/* Thread (g, roff) of a block: column group g (8 columns c0 = 8g) of rows roff, roff + rpb, ... of the
- * block's rows; its 64 account weights and 8 biases stay in registers for every row it does. */
+/* Thread (g, roff) of a block owns the 4 output columns c0 = 4g of rows roff, roff + rpb, ... of the
+ * block's rows and does FH_P1_UNROLL rows at a time (their loads issued before any use: random table rows
+ * have a long latency, so many are kept in flight). W1's account columns and b1 sit in shared memory as
+ * (8, h1) and (h1): a warp reads 32 consecutive float4s of a row of them (no bank conflicts). */
+#define FH_P1_UNROLL 4
 template <bool VEC_ACC>
 static __global__ void __launch_bounds__(FH_P1_THREADS)
 layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
                  const fh_bf16* __restrict__ x, int32_t D, const fh_bf16* __restrict__ w1,
                  const fh_bf16* __restrict__ b1, int32_t h1, int32_t B, fh_bf16* __restrict__ a1) {
-  const int32_t groups = h1 >> 3, rpb = FH_P1_THREADS / groups;
+  extern __shared__ float4 sm4[];
+  float* ws = reinterpret_cast<float*>(sm4);  /* (8, h1): ws[k * h1 + c] = W1[c, D-8+k] */
+  float* bs = ws + FH_ENV_ACCOUNT * h1;       /* (h1) */
+  const int32_t acc0 = D - FH_ENV_ACCOUNT;
+  for (int32_t i = threadIdx.x; i < FH_ENV_ACCOUNT * h1; i += blockDim.x) {
+    const int32_t k = i / h1, c = i - k * h1;
+    ws[i] = __bfloat162float(w1[(int64_t)c * D + acc0 + k]);
+  }
+  for (int32_t c = threadIdx.x; c < h1; c += blockDim.x) bs[c] = __bfloat162float(b1[c]);
+  __syncthreads();
+  const int32_t groups = h1 >> 2, rpb = FH_P1_THREADS / groups;
   const int32_t g = (int32_t)threadIdx.x % groups, roff = (int32_t)threadIdx.x / groups;
   if (roff >= rpb) return;
-  const int32_t c0 = g * 8, acc0 = D - FH_ENV_ACCOUNT;
-  float w[8][FH_ENV_ACCOUNT], bias[8];
+  const int32_t c0 = g * 4;
+  const int64_t stride = (int64_t)gridDim.x * rpb;
+  const float4 bias = *reinterpret_cast<const float4*>(bs + c0);
+  for (int64_t r0 = (int64_t)blockIdx.x * rpb + roff; r0 < B; r0 += FH_P1_UNROLL * stride) {
+    float4 pv[FH_P1_UNROLL];
+    float acc[FH_P1_UNROLL][FH_ENV_ACCOUNT];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    bias[j] = __bfloat162float(b1[c0 + j]);
+    for (int u = 0; u < FH_P1_UNROLL; ++u) {
+      const int64_t r = r0 + u * stride;
+      if (r >= B) break;
+      int64_t i = (int64_t)__ldg(bars + r) - bar0;
+      i = i < 0 ? 0 : (i >= n_p1 ? n_p1 - 1 : i);
+      pv[u] = __ldg(reinterpret_cast<const float4*>(p1 + i * h1 + c0));
+      const fh_bf16* xa = x + r * D + acc0;
+      if (VEC_ACC) {
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(xa));
+        const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&q);
 #pragma unroll
-    for (int k = 0; k < FH_ENV_ACCOUNT; ++k) w[j][k] = __bfloat162float(w1[(int64_t)(c0 + j) * D + acc0 + k]);
-  }
-  for (int64_t r = (int64_t)blockIdx.x * rpb + roff; r < B; r += (int64_t)gridDim.x * rpb) {
-    int64_t i = (int64_t)bars[r] - bar0;
-    i = i < 0 ? 0 : (i >= n_p1 ? n_p1 - 1 : i);
-    const float4* pr = reinterpret_cast<const float4*>(p1 + i * h1 + c0);
-    const float4 pa = __ldg(pr), pb = __ldg(pr + 1);
-    float acc[FH_ENV_ACCOUNT];
-    const fh_bf16* xa = x + r * D + acc0;
-    if (VEC_ACC) {
-      const uint4 u = *reinterpret_cast<const uint4*>(xa);
-      const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+        for (int k = 0; k < 4; ++k) {
+          const float2 f = __bfloat1622float2(h2[k]);
+          acc[u][2 * k] = f.x;
+          acc[u][2 * k + 1] = f.y;
+        }
+      } else {
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const float2 f = __bfloat1622float2(h2[k]);
-        acc[2 * k] = f.x;
-        acc[2 * k + 1] = f.y;
+        for (int k = 0; k < FH_ENV_ACCOUNT; ++k) acc[u][k] = __bfloat162float(xa[k]);
       }
-    } else {
-#pragma unroll
-      for (int k = 0; k < FH_ENV_ACCOUNT; ++k) acc[k] = __bfloat162float(xa[k]);
-    }
-    float v[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
-    uint32_t packed[4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      float s = v[j] + bias[j];
-#pragma unroll
-      for (int k = 0; k < FH_ENV_ACCOUNT; ++k) s = fmaf(acc[k], w[j][k], s);
-      v[j] = fmaxf(s, 0.0f);
     }
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
-      packed[k] = *reinterpret_cast<const uint32_t*>(&h);
+    for (int u = 0; u < FH_P1_UNROLL; ++u) {
+      const int64_t r = r0 + u * stride;
+      if (r >= B) break;
+      float v0 = pv[u].x + bias.x, v1 = pv[u].y + bias.y, v2 = pv[u].z + bias.z, v3 = pv[u].w + bias.w;
+#pragma unroll
+      for (int k = 0; k < FH_ENV_ACCOUNT; ++k) {
+        const float4 w = *reinterpret_cast<const float4*>(ws + k * h1 + c0);
+        v0 = fmaf(acc[u][k], w.x, v0);
+        v1 = fmaf(acc[u][k], w.y, v1);
+        v2 = fmaf(acc[u][k], w.z, v2);
+        v3 = fmaf(acc[u][k], w.w, v3);
+      }
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(fmaxf(v2, 0.0f), fmaxf(v3, 0.0f));
+      *reinterpret_cast<uint2*>(a1 + r * h1 + c0) =
+          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
     }
-    *reinterpret_cast<uint4*>(a1 + r * h1 + c0) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -100,14 +117,15 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
   if (B <= 0) return FH_OK;
   if (!p1 || n_p1 <= 0 || !bars || !x || !w1 || !b1 || !a1 || h1 <= 0 || h1 % 8 || D < FH_ENV_ACCOUNT)
     return FH_ERR_INVALID_ARGUMENT;
-  if (h1 / 8 > FH_P1_THREADS) return FH_ERR_UNSUPPORTED; /* h1 > 2048 */
-  const int32_t rpb = FH_P1_THREADS / (h1 / 8);
-  int64_t blocks = CEIL_DIV((int64_t)B, rpb);
+  if (h1 / 4 > FH_P1_THREADS) return FH_ERR_UNSUPPORTED; /* h1 > 1024 */
+  const int32_t rpb = FH_P1_THREADS / (h1 / 4);
+  int64_t blocks = CEIL_DIV((int64_t)B, (int64_t)rpb * FH_P1_UNROLL);
   if (blocks > FH_P1_MAX_BLOCKS) blocks = FH_P1_MAX_BLOCKS;
+  const size_t smem = (size_t)h1 * (FH_ENV_ACCOUNT + 1) * sizeof(float);
   if (D % 8 == 0)
-    layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, 0, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   else
-    layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, 0, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

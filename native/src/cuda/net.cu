@@ -634,7 +634,7 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
   if (e && strcmp(e, "0") == 0) return p1_off(tp, "FH_TARGET_P1=0");
   if (net->op != FH_BF16) return p1_off(tp, "deterministic (fp32) mode keeps the GEMM's bits");
   if (cfg.tau > 0.0f || cfg.target_update_every <= 0) return p1_off(tp, "the target changes every step (Polyak tau)");
-  if (L.h1 % 8 || L.h1 > 2048) return p1_off(tp, "hidden1 is not a multiple of 8 (or > 2048)");
+  if (L.h1 % 8 || L.h1 > 1024) return p1_off(tp, "hidden1 is not a multiple of 8 (or > 1024)");
   if (L.D != window * m.n_features + FH_ENV_ACCOUNT || m.n_bars < window) return p1_off(tp, "no market windows");
   tp->bar0 = window - 1;
   tp->n = m.n_bars - tp->bar0;
