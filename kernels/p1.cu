@@ -13,7 +13,7 @@
 #include "cuda_env_gather.cuh"
 
 #define FH_P1_THREADS 256
-#define FH_P1_MAX_BLOCKS 2048
+#define FH_P1_BLOCKS_PER_SM 3
 
 template <bool VEC>
 static __global__ void market_windows_kernel(fh_market_view m, int32_t window, int64_t begin, int64_t n, int32_t D,
@@ -45,7 +45,7 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
  * (8, h1) and (h1): a warp reads 32 consecutive float4s of a row of them (no bank conflicts). */
 #define FH_P1_UNROLL 4
 template <bool VEC_ACC>
-static __global__ void __launch_bounds__(FH_P1_THREADS)
+static __global__ void __launch_bounds__(FH_P1_THREADS, FH_P1_BLOCKS_PER_SM)
 layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
                  const fh_bf16* __restrict__ x, int32_t D, const fh_bf16* __restrict__ w1,
                  const fh_bf16* __restrict__ b1, int32_t h1, int32_t B, fh_bf16* __restrict__ a1) {
@@ -53,11 +53,12 @@ layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const
   float* ws = reinterpret_cast<float*>(sm4);  /* (8, h1): ws[k * h1 + c] = W1[c, D-8+k] */
   float* bs = ws + FH_ENV_ACCOUNT * h1;       /* (h1) */
   const int32_t acc0 = D - FH_ENV_ACCOUNT;
-  for (int32_t i = threadIdx.x; i < FH_ENV_ACCOUNT * h1; i += blockDim.x) {
-    const int32_t k = i / h1, c = i - k * h1;
-    ws[i] = __bfloat162float(w1[(int64_t)c * D + acc0 + k]);
+  for (int32_t c = threadIdx.x; c < h1; c += blockDim.x) {
+    const fh_bf16* wr = w1 + (int64_t)c * D + acc0;
+#pragma unroll
+    for (int k = 0; k < FH_ENV_ACCOUNT; ++k) ws[k * h1 + c] = __bfloat162float(wr[k]);
+    bs[c] = __bfloat162float(b1[c]);
   }
-  for (int32_t c = threadIdx.x; c < h1; c += blockDim.x) bs[c] = __bfloat162float(b1[c]);
   __syncthreads();
   const int32_t groups = h1 >> 2, rpb = FH_P1_THREADS / groups;
   const int32_t g = (int32_t)threadIdx.x % groups, roff = (int32_t)threadIdx.x / groups;
@@ -67,46 +68,45 @@ layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const
   const float4 bias = *reinterpret_cast<const float4*>(bs + c0);
   for (int64_t r0 = (int64_t)blockIdx.x * rpb + roff; r0 < B; r0 += FH_P1_UNROLL * stride) {
     float4 pv[FH_P1_UNROLL];
-    float acc[FH_P1_UNROLL][FH_ENV_ACCOUNT];
+    uint4 av[FH_P1_UNROLL];  /* the row's 8 account features, bf16 (converted at use: fewer registers) */
 #pragma unroll
     for (int u = 0; u < FH_P1_UNROLL; ++u) {
-      const int64_t r = r0 + u * stride;
-      if (r >= B) break;
+      /* rows past B load row r0's inputs again (no branch: the loop stays unrolled, its arrays in registers) */
+      const int64_t r = r0 + u * stride < B ? r0 + u * stride : r0;
       int64_t i = (int64_t)__ldg(bars + r) - bar0;
       i = i < 0 ? 0 : (i >= n_p1 ? n_p1 - 1 : i);
       pv[u] = __ldg(reinterpret_cast<const float4*>(p1 + i * h1 + c0));
       const fh_bf16* xa = x + r * D + acc0;
       if (VEC_ACC) {
-        const uint4 q = __ldg(reinterpret_cast<const uint4*>(xa));
-        const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&q);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const float2 f = __bfloat1622float2(h2[k]);
-          acc[u][2 * k] = f.x;
-          acc[u][2 * k + 1] = f.y;
-        }
+        av[u] = __ldg(reinterpret_cast<const uint4*>(xa));
       } else {
+        uint16_t e[FH_ENV_ACCOUNT];
 #pragma unroll
-        for (int k = 0; k < FH_ENV_ACCOUNT; ++k) acc[u][k] = __bfloat162float(xa[k]);
+        for (int k = 0; k < FH_ENV_ACCOUNT; ++k) e[k] = __bfloat16_as_ushort(xa[k]);
+        av[u] = make_uint4(e[0] | (uint32_t)e[1] << 16, e[2] | (uint32_t)e[3] << 16, e[4] | (uint32_t)e[5] << 16,
+                           e[6] | (uint32_t)e[7] << 16);
       }
     }
 #pragma unroll
     for (int u = 0; u < FH_P1_UNROLL; ++u) {
       const int64_t r = r0 + u * stride;
-      if (r >= B) break;
       float v0 = pv[u].x + bias.x, v1 = pv[u].y + bias.y, v2 = pv[u].z + bias.z, v3 = pv[u].w + bias.w;
+      const __nv_bfloat162* ah = reinterpret_cast<const __nv_bfloat162*>(&av[u]);
 #pragma unroll
       for (int k = 0; k < FH_ENV_ACCOUNT; ++k) {
+        const float2 a2 = __bfloat1622float2(ah[k >> 1]);
+        const float a = (k & 1) ? a2.y : a2.x;
         const float4 w = *reinterpret_cast<const float4*>(ws + k * h1 + c0);
-        v0 = fmaf(acc[u][k], w.x, v0);
-        v1 = fmaf(acc[u][k], w.y, v1);
-        v2 = fmaf(acc[u][k], w.z, v2);
-        v3 = fmaf(acc[u][k], w.w, v3);
+        v0 = fmaf(a, w.x, v0);
+        v1 = fmaf(a, w.y, v1);
+        v2 = fmaf(a, w.z, v2);
+        v3 = fmaf(a, w.w, v3);
       }
       const __nv_bfloat162 lo = __floats2bfloat162_rn(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
       const __nv_bfloat162 hi = __floats2bfloat162_rn(fmaxf(v2, 0.0f), fmaxf(v3, 0.0f));
-      *reinterpret_cast<uint2*>(a1 + r * h1 + c0) =
-          make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      if (r < B)
+        *reinterpret_cast<uint2*>(a1 + r * h1 + c0) =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
     }
   }
 }
@@ -119,8 +119,12 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
     return FH_ERR_INVALID_ARGUMENT;
   if (h1 / 4 > FH_P1_THREADS) return FH_ERR_UNSUPPORTED; /* h1 > 1024 */
   const int32_t rpb = FH_P1_THREADS / (h1 / 4);
+  /* a few blocks per SM, each walking many rows: every block first stages the weights (9 h1 floats) */
+  int dev = 0, sms = 0;
+  FH_CUDA_TRY(cudaGetDevice(&dev));
+  FH_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   int64_t blocks = CEIL_DIV((int64_t)B, (int64_t)rpb * FH_P1_UNROLL);
-  if (blocks > FH_P1_MAX_BLOCKS) blocks = FH_P1_MAX_BLOCKS;
+  if (blocks > (int64_t)sms * FH_P1_BLOCKS_PER_SM) blocks = (int64_t)sms * FH_P1_BLOCKS_PER_SM;
   const size_t smem = (size_t)h1 * (FH_ENV_ACCOUNT + 1) * sizeof(float);
   if (D % 8 == 0)
     layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);

@@ -148,6 +148,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* mm = getenv("FH_MMA");
     net->mma = net->op == FH_BF16 && !net->fused && mm && strcmp(mm, "1") == 0 && fh_net_mma_shapes(L) &&
                fh_mma_available();
+    const char* fsd = getenv("FH_FINISH_SIDE");
+    net->finish_side = !(fsd && strcmp(fsd, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
     net->optim_chain = oc && strcmp(oc, "1") == 0;
     const char* mh = getenv("FH_MMA_HEADS");
@@ -411,7 +413,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   }
   /* the bias-gradient finishes of the three layers below run on head stream 1 (free again), beside the
    * GEMMs; joined at the end */
-  cudaStream_t fs = L.n_heads > 1 ? P.hs[1] : P.s;
+  cudaStream_t fs = L.n_heads > 1 && net->finish_side ? P.hs[1] : P.s;
   bool forked = false;
   /* head first layer (all heads as one GEMM) */
   if (!heads_masked) {

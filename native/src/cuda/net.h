@@ -104,6 +104,7 @@ struct fh_net {
   float* colsum_trunk[3];       /* kernel backward: partials of dah, da2, da1, whose finishes run on head stream 1
                                    beside the next GEMMs (joined at the end of the backward) */
   cudaEvent_t fin_ev;           /* kernel backward: fork of those finishes */
+  int finish_side;              /* 1 (default): those finishes on head stream 1; FH_FINISH_SIDE=0: on the main stream */
   float* wloss;                 /* (cap) w_i * loss_i */
   float* signal;                /* (cap) priority signal */
   double* red_part;             /* partials of the flat reductions */
