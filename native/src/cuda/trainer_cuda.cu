@@ -251,14 +251,17 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   const fh_cuda_batch& bb = t->bb[set];
   if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, 0, nullptr));
   FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight));
-  /* the priority update needs only the slots and the loss's signal; the next sample must see it */
-  if (replay) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
+  /* the priority update needs only the slots and the loss's signal; the next sample must see it, and
+   * nothing else of the step reads the tree */
   const bool pf = replay && (flags & TS_PREFETCH);
+  if (replay && !pf) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
   if (pf) {
-    /* fork: step k+1's sample + gather into the other set, concurrent with this step's backward. The
-     * counter still reads k here (Adam of this step bumps it), hence offset 1; Adam waits for e_sampled */
+    /* fork: the priority update, then step k+1's sample + gather into the other set, concurrent with this
+     * step's backward. The counter still reads k here (Adam of this step bumps it), hence offset 1; Adam
+     * waits for e_sampled */
     FH_CUDA_TRY(cudaEventRecord(t->e_fork, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
+    FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
     FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, 1, t->e_sampled));
     FH_CUDA_TRY(cudaEventRecord(t->e_join, t->s_side));
   }
