@@ -17,7 +17,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, info, market, nativeConfig, nativeMarket, rng, runEpoch, saveCheckpoint, tinyConfig } from '../native/helpers.js';
+import { create, info, market, nativeConfig, nativeMarket, rng, runEpoch, saveCheckpoint, tinyConfig, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
 
@@ -36,15 +36,6 @@ function relL2(a: Float32Array, b: Float32Array): number {
     den += y * y;
   }
   return den > 0 ? Math.sqrt(num / den) : Math.sqrt(num);
-}
-
-function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: ReturnType<typeof nativeMarket>, fn: (h: TrainerHandle) => T): T {
-  const h = create(l, cfg, m);
-  try {
-    return fn(h);
-  } finally {
-    l.fh_trainer_destroy(h);
-  }
 }
 
 /** A random batch of B transitions of obs dimension D from the draw r (a done every `doneEvery`-th). */

@@ -13,7 +13,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig } from '../native/helpers.js';
+import { info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig, withTrainer } from '../native/helpers.js';
 
 type CheckFn = (h: TrainerHandle, out: Float64Array, why: Buffer, whyLen: number) => number;
 
@@ -52,15 +52,6 @@ function withEnv<T>(name: string, value: string | undefined, fn: () => T): T {
   } finally {
     if (prev === undefined) delete process.env[name];
     else process.env[name] = prev;
-  }
-}
-
-function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: ReturnType<typeof nativeMarket>, fn: (h: TrainerHandle) => T): T {
-  const h = create(l, cfg, m);
-  try {
-    return fn(h);
-  } finally {
-    l.fh_trainer_destroy(h);
   }
 }
 

@@ -57,6 +57,16 @@ export function create(l: NativeLib, cfg: FhConfig, m: FhMarket): TrainerHandle 
   return r.handle;
 }
 
+/** A trainer of cfg on market m (either library) for fn; destroyed after, also when fn throws. */
+export function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: FhMarket, fn: (h: TrainerHandle) => T): T {
+  const h = create(l, cfg, m);
+  try {
+    return fn(h);
+  } finally {
+    l.fh_trainer_destroy(h);
+  }
+}
+
 /** A CPU trainer of cfg (the tiny market) for fn, with its obs_dim D and parameter count P; destroyed after. */
 export function withCpuTrainer<T>(cfg: RunConfig, fn: (t: { l: NativeLib; h: TrainerHandle; D: number; P: number }) => T): T {
   const l = lib();
