@@ -500,7 +500,9 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
      * (cudaGraphInstantiateFlagUseNodePriority) */
     int least = 0, greatest = 0;
     TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
-    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, greatest), "stream creation");
+    const char* sp = getenv("FH_SIDE_PRIORITY");  /* "0": the default priority (A/B) */
+    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && sp[0] == '0' ? least : greatest),
+            "stream creation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
   }
