@@ -148,14 +148,16 @@ static __global__ void tree_set_kernel(float* leaf, int64_t capacity, int32_t n,
 
 /* Within one group of 32 children (values val per lane, 0 beyond the end), find the child where
  * the prefix passes u: the first lane with val > 0 and u < prefix_incl. Returns the lane, or -1 with
- * *sum = the group's sum (u then moves on) and *last_nz = last lane with val > 0 (or -1). */
+ * *sum = the group's sum (u then moves on) and *last_nz = last lane with val > 0 (or -1). *excl = the
+ * lane's exclusive prefix (fh_child_excl reads the chosen one). */
 template <typename V>
-__device__ __forceinline__ int fh_pick_child(V val, double u, int lane, double* sum, int* last_nz) {
+__device__ __forceinline__ int fh_pick_child(V val, double u, int lane, double* sum, int* last_nz, double* excl) {
   double incl = (double)val;
   for (int o = 1; o < 32; o <<= 1) {
     const double y = __shfl_up_sync(0xffffffffu, incl, o);
     if (lane >= o) incl += y;
   }
+  *excl = incl - (double)val;
   const unsigned hit = __ballot_sync(0xffffffffu, val > (V)0 && u < incl);
   const unsigned nz = __ballot_sync(0xffffffffu, val > (V)0);
   *sum = __shfl_sync(0xffffffffu, incl, 31);
@@ -167,15 +169,8 @@ __device__ __forceinline__ int fh_pick_child(V val, double u, int lane, double* 
   return -1;
 }
 
-/* u relative to the chosen child: u - exclusive prefix of that child. */
-template <typename V>
-__device__ __forceinline__ double fh_child_excl(V val, int lane, int chosen) {
-  double incl = (double)val;
-  for (int o = 1; o < 32; o <<= 1) {
-    const double y = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += y;
-  }
-  const double excl = incl - (double)val;
+/* u relative to the chosen child: u - exclusive prefix of that child (excl: fh_pick_child's). */
+__device__ __forceinline__ double fh_child_excl(double excl, int chosen) {
   return __shfl_sync(0xffffffffu, excl, chosen);
 }
 
@@ -185,9 +180,10 @@ __device__ __forceinline__ int64_t fh_descend_level(const V* __restrict__ childr
   const V val = children[k * FH_TREE_FANOUT + lane];
   double sum;
   int last_nz;
-  int c = fh_pick_child(val, *u, lane, &sum, &last_nz);
+  double lane_excl;
+  int c = fh_pick_child(val, *u, lane, &sum, &last_nz, &lane_excl);
   if (c < 0) c = last_nz >= 0 ? last_nz : 0; /* rounding: u >= sum of the children */
-  const double excl = fh_child_excl(val, lane, c);
+  const double excl = fh_child_excl(lane_excl, c);
   const double cv = __shfl_sync(0xffffffffu, (double)val, c);
   double nu = *u - excl;
   if (nu >= cv) nu = cv * (1.0 - 1e-12); /* keep u inside the chosen child */
@@ -218,11 +214,12 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
     const double val = base + lane < t.n_top ? t.l3[base + lane] : 0.0;
     double sum;
     int last_nz;
-    const int c = fh_pick_child(val, u - carry, lane, &sum, &last_nz);
+    double lane_excl;
+    const int c = fh_pick_child(val, u - carry, lane, &sum, &last_nz, &lane_excl);
     if (last_nz >= 0) last_k3 = base + last_nz;
     if (c >= 0) {
       k3 = base + c;
-      u = (u - carry) - fh_child_excl(val, lane, c);
+      u = (u - carry) - fh_child_excl(lane_excl, c);
       break;
     }
     carry += sum;

@@ -64,7 +64,7 @@ static bool fh_net_mma_shapes(const fh_layout& L) {
 void fh_net_destroy(fh_net* net) {
   if (!net) return;
   void* ptrs[] = {net->online, net->target, net->grad, net->adam_m, net->adam_v, net->dah, net->da2, net->da1,
-                  net->wloss, net->signal, net->red_part, net->qs_part, net->loss, net->gnorm, net->gscale,
+                  net->wloss, net->signal, net->red_part, net->mean_part, net->qs_part, net->loss, net->gnorm, net->gscale,
                   net->step, net->opt_ticket};
   for (void* p : ptrs)
     if (p) cudaFree(p);
@@ -214,6 +214,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     NET_TRY(fh_dmalloc_t(&net->wloss, (size_t)cap * 4));
     NET_TRY(fh_dmalloc_t(&net->signal, (size_t)cap * 4));
     NET_TRY(fh_dmalloc_t(&net->red_part, (size_t)fh_sum_partial_doubles() * 8));
+    NET_TRY(fh_dmalloc_t(&net->mean_part, (size_t)fh_sum_partial_doubles() * 8));
     NET_TRY(fh_dmalloc_t(&net->qs_part, (size_t)fh_qstats_partial_doubles() * 8));
     NET_TRY(fh_dmalloc_t(&net->loss, 4));
     NET_TRY(fh_dmalloc_t(&net->gnorm, 4));
@@ -551,13 +552,17 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
 }
 
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                              const float* weight) {
+                              const float* weight, bool mean) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(fh_net_train_forwards(net, B));
   if (!(net->knockout & FH_KO_LOSS))
     FH_TRY(net->op == FH_BF16 ? fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight)
                               : fh_net_loss_t<float>(net, B, act, ret, disc, weight));
-  return fh_launch_mean(net->wloss, B, net->red_part, net->loss, net->pass[0].s);
+  return mean ? fh_net_loss_mean(net, B, net->pass[0].s) : FH_OK;
+}
+
+fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s) {
+  return fh_launch_mean(net->wloss, B, net->mean_part, net->loss, s);
 }
 
 fh_status fh_net_backward(fh_net* net, int32_t B) {

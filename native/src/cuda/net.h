@@ -107,7 +107,8 @@ struct fh_net {
   int finish_side;              /* 1 (default): those finishes on head stream 1; FH_FINISH_SIDE=0: on the main stream */
   float* wloss;                 /* (cap) w_i * loss_i */
   float* signal;                /* (cap) priority signal */
-  double* red_part;             /* partials of the flat reductions */
+  double* red_part;             /* partials of the flat reductions (grad norm) */
+  double* mean_part;            /* partials of the batch-loss mean (its own: it may run beside the grad norm) */
   double* qs_part;              /* partials of the Q statistics */
   /* device scalars */
   float* loss;                  /* (1) batch loss of the last step */
@@ -157,7 +158,10 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
  * forwards, the loss (net->signal, dlog) and the batch loss; fh_net_backward = the backward into
  * net->grad (reads pass 0's input, activations and dlog). On pass[0].s. */
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                              const float* weight);
+                              const float* weight, bool mean = true);
+/* The batch loss *net->loss = mean of the loss's w_i * loss_i on stream s (fh_net_forward_loss runs it on
+ * pass 0's stream unless mean = false: the trainer then runs it on its side stream). */
+fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s);
 fh_status fh_net_backward(fh_net* net, int32_t B);
 
 /* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. */

@@ -10,19 +10,21 @@
  *             observe] then collect_end (env-step counter, sum-tree rebuild)
  *   train     stream S (net pass 0's stream) waits on C; S graph replays of one train step k:
  *             [k = 0 only: sample -> gather [s; s'] into batch set 0] ->
- *             [online([s; s']) (2B rows) | target(s')] on forked streams -> fused loss -> priority
- *             update (slots + loss signal; sum-tree rebuild) -> fork (e_fork): the side stream P samples
- *             step k+1's batch (counter + 1, e_sampled) and gathers it into the other batch set (e_join),
+ *             [online([s; s']) (2B rows) | target(s')] on forked streams -> fused loss -> fork
+ *             (e_fork): the side stream P copies the step counter (e_sampled), takes the batch-loss
+ *             mean, runs the priority update (slots + loss signal; sum-tree rebuild), samples step
+ *             k+1's batch (the copy + 1) and gathers it into the other batch set (e_join),
  *             while S runs the backward (heads forked; ReLU derivative and bias gradients in the GEMM
  *             epilogues where cuBLASLt has them) [-> Q stats every qstats_every] -> S waits e_sampled
- *             -> grad norm/clip -> Adam (bumps the step counter) -> target update -> loss/grad-norm
- *             history on the device -> S waits e_join (the join, inside the graph).
+ *             -> grad norm/clip -> Adam (bumps the step counter) -> target update -> S waits e_join
+ *             (the join, inside the graph) -> loss/grad-norm history on the device.
  *             Step k reads batch set k & 1 (fh_cuda_batch + pass 0's input, double-buffered); the
  *             last step of an epoch prefetches nothing (collection changes the replay), so nothing
  *             crosses an epoch boundary or lives in a checkpoint. Bit for bit the batch sampling at
- *             the start of step k+1 would draw: the sampler reads only the sum tree (priority update k
- *             is before the fork) and the step counter, as *step + 1 while it still holds k (Adam k
- *             waits for e_sampled before it bumps it). Graph variants: one per TS_* flag combination
+ *             the start of step k+1 would draw: the sampler reads only the sum tree (after priority
+ *             update k, on its own stream) and the counter copied while it still held k (Adam k waits
+ *             for e_sampled, the copy, before it bumps it; FH_STEP_SNAPSHOT=0: the sampler reads the
+ *             counter itself and e_sampled follows it). Graph variants: one per TS_* flag combination
  *             the epoch uses (Q stats, own sample, prefetch, odd set), captured at create.
  *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement): no side stream, every step
  *             samples and gathers its own batch into set 0 first, the rest in the same order.
@@ -103,6 +105,7 @@ struct fh_trainer {
   bool prefetch_off_by_env = false;
   cudaStream_t s_side = nullptr;
   cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
+  int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
   cudaGraphExec_t g_step[16] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
@@ -217,16 +220,16 @@ static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
   return f;
 }
 
-/* PER sample (counter *net.step + step_offset) + gather [s; s'] of batch set `set` on stream s; the
- * event `sampled` (optional) is recorded once the sampler has read the step counter. */
-static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, int64_t step_offset,
-                                      cudaEvent_t sampled) {
+/* PER sample (counter *counter + step_offset) + gather [s; s'] of batch set `set` on stream s; the
+ * event `sampled` (optional) is recorded once the sampler has read the counter. */
+static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, const int64_t* counter,
+                                      int64_t step_offset, cudaEvent_t sampled) {
   const int32_t B = t->batch;
   const fh_net* net = &t->net;
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
-  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, net->step, c.per_beta_start, c.per_beta_end,
+  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
                               c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
@@ -249,30 +252,42 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   const bool replay = !(net->knockout & FH_KO_REPLAY);
   const int set = (flags & TS_ODD) ? 1 : 0;
   const fh_cuda_batch& bb = t->bb[set];
-  if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, 0, nullptr));
-  FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight));
+  if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, net->step, 0, nullptr));
+  const bool pf = replay && (flags & TS_PREFETCH);
+  /* with prefetch the batch-loss mean runs on the side stream (only the step record reads it) */
+  FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight, !pf));
   /* the priority update needs only the slots and the loss's signal; the next sample must see it, and
    * nothing else of the step reads the tree */
-  const bool pf = replay && (flags & TS_PREFETCH);
   if (replay && !pf) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
   if (pf) {
     /* fork: the priority update, then step k+1's sample + gather into the other set, concurrent with this
-     * step's backward. The counter still reads k here (Adam of this step bumps it), hence offset 1; Adam
-     * waits for e_sampled */
+     * step's backward. The counter still reads k here (Adam of this step bumps it), hence offset 1. Adam
+     * waits for e_sampled: by default the side stream's first act is a copy of the counter that the
+     * sampler reads (so Adam waits only for that copy, not for the priority update and the sampler);
+     * FH_STEP_SNAPSHOT=0 makes the sampler read the counter itself, e_sampled after it */
     FH_CUDA_TRY(cudaEventRecord(t->e_fork, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
+    const int64_t* counter = net->step;
+    cudaEvent_t sampled = t->e_sampled;
+    if (t->step_snap) {
+      FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, t->s_side));
+      FH_CUDA_TRY(cudaEventRecord(t->e_sampled, t->s_side));
+      counter = t->step_snap;
+      sampled = nullptr;
+    }
+    FH_TRY(fh_net_loss_mean(net, B, t->s_side));
     FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
-    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, 1, t->e_sampled));
+    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
     FH_CUDA_TRY(cudaEventRecord(t->e_join, t->s_side));
   }
   FH_TRY(fh_net_backward(net, B));
   if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_sampled, 0));
   FH_TRY(fh_net_optimise(net, c));
-  FH_TRY(fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist, t->d_done,
-                               s));
-  if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0)); /* join before the step (graph) ends */
-  return FH_OK;
+  /* join before the step record (it reads the loss mean of the side stream) and before the graph ends */
+  if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0));
+  return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
+                               t->d_done, s);
 }
 
 /* One train step: every consumer of pass 0's input (both training forwards, the s' view, the layer-1
@@ -356,6 +371,7 @@ static void destroy_all(fh_trainer* t) {
   for (auto e : es)
     if (e) cudaEventDestroy(e);
   if (t->s_side) cudaStreamDestroy(t->s_side);
+  if (t->step_snap) cudaFree(t->step_snap);
   delete t;
 }
 
@@ -503,6 +519,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const char* sp = getenv("FH_SIDE_PRIORITY");  /* "0": the default priority (A/B) */
     TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && sp[0] == '0' ? least : greatest),
             "stream creation");
+    const char* ss = getenv("FH_STEP_SNAPSHOT");
+    if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
   }
