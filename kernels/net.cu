@@ -212,23 +212,22 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
 }
 
 template <typename T>
-fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
-                                    cudaStream_t s) {
-  if (B <= 0 || n <= 0) return FH_OK;
-  int chunks = 0;
-  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks));
-  return fh_launch_colsum_finish(partial, chunks, n, bias_grad, s);
-}
-
-template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev) {
   if (B <= 0 || n <= 0) return FH_OK;
   int chunks = 0;
   FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks));
-  FH_CUDA_TRY(cudaEventRecord(ev, s));
-  FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));
+  if (fs != s) {
+    FH_CUDA_TRY(cudaEventRecord(ev, s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));
+  }
   return fh_launch_colsum_finish(partial, chunks, n, bias_grad, fs);
+}
+
+template <typename T>
+fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial, float* bias_grad,
+                                    cudaStream_t s) {
+  return fh_launch_relu_bwd_colsum_split<T>(dy, act, ld, B, n, partial, bias_grad, s, s, nullptr);
 }
 
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s) {

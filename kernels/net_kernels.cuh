@@ -53,7 +53,8 @@ template <typename T>
 fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, float* partial,
                                     float* bias_grad, cudaStream_t s);
 /* The same with the second pass (the finish, which only the optimiser waits for) on stream fs, forked
- * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. */
+ * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. fs == s:
+ * fh_launch_relu_bwd_colsum (ev unused). */
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev);

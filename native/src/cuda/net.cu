@@ -297,10 +297,8 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool m = masks && net->fused;
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
-  if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1_bars)
-    FH_TRY(fh_launch_layer1_p1(net->tp1, net->tp1_bar0, net->tp1_n, net->tp1_bars, static_cast<const fh_bf16*>(x),
-                               L.D, static_cast<const fh_bf16*>(S) + L.W1, static_cast<const fh_bf16*>(S) + L.b1,
-                               L.h1, B, static_cast<fh_bf16*>(P.a1), P.s));
+  if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars)
+    FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
   else
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
@@ -415,36 +413,29 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   /* the bias-gradient finishes of the three layers below run on head stream 1 (free again), beside the
    * GEMMs; joined at the end */
   cudaStream_t fs = L.n_heads > 1 && net->finish_side ? P.hs[1] : P.s;
-  bool forked = false;
   /* head first layer (all heads as one GEMM) */
-  if (!heads_masked) {
+  if (!heads_masked)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
                                               net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev));
-    forked = true;
-  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                     heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
                     L.h2, fused ? net->mask2 : none));
   /* trunk layer 2 */
-  if (!fused) {
+  if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
                                               net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev));
-    forked = true;
-  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient) */
-  if (!fused) {
+  if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev));
-    forked = true;
-  }
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                     fused ? G + L.b1 : nullptr));
-  if (forked && fs != P.s) {
+  if (fs != P.s) { /* (with nothing forked, as in the fused path, an empty join) */
     FH_CUDA_TRY(cudaEventRecord(P.join[1], fs));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[1], 0));
   }
@@ -620,7 +611,7 @@ void fh_target_p1_free(fh_target_p1* tp, fh_net* net) {
   if (!tp) return;
   if (tp->table) cudaFree(tp->table);
   if (tp->scratch) cudaFree(tp->scratch);
-  if (net && net->tp1 == tp->table) {
+  if (net && net->tp1 == tp) {
     net->tp1 = nullptr;
     net->tp1_bars = nullptr;
   }
@@ -651,8 +642,9 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
   FH_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   /* leave the rest of the device to what the batch sizer counted on (it ran before: half of free memory) */
   if ((double)(tb + sb) > 0.25 * (double)free_b) {
-    snprintf(tp->why, sizeof tp->why, "the table (%zu MiB) is more than a quarter of free device memory", (tb + sb) >> 20);
-    return FH_OK;
+    char why[sizeof tp->why];
+    snprintf(why, sizeof why, "the table (%zu MiB) is more than a quarter of free device memory", (tb + sb) >> 20);
+    return p1_off(tp, why);
   }
   if (cudaMalloc(&tp->table, tb) != cudaSuccess || cudaMalloc((void**)&tp->scratch, sb) != cudaSuccess) {
     cudaGetLastError(); /* not sticky: clear it */
@@ -660,10 +652,7 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
     return p1_off(tp, "no device memory for the table");
   }
   tp->on = 1;
-  net->tp1 = tp->table;
-  net->tp1_bar0 = tp->bar0;
-  net->tp1_n = tp->n;
-  net->tp1_bars = nullptr;
+  net->tp1 = tp;
   fh_status st = fh_target_p1_refresh(*tp, net, m, window, net->pass[0].s);
   if (st == FH_OK && cudaStreamSynchronize(net->pass[0].s) != cudaSuccess) st = fh_cuda_status(cudaGetLastError());
   if (st != FH_OK) fh_target_p1_free(tp, net);
@@ -683,4 +672,12 @@ fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_mar
                        FH_EPI_NONE, out + off * L.h1, FH_F32, L.h1));
   }
   return FH_OK;
+}
+
+fh_status fh_net_layer1_from_table(const fh_net* net, const fh_target_p1& tp, const void* x, const int32_t* bars,
+                                   int32_t B, void* a1, cudaStream_t s) {
+  const fh_layout& L = net->L;
+  const fh_bf16* S = static_cast<const fh_bf16*>(net->target_sh);
+  return fh_launch_layer1_p1(tp.table, tp.bar0, tp.n, bars, static_cast<const fh_bf16*>(x), L.D, S + L.W1, S + L.b1,
+                             L.h1, B, static_cast<fh_bf16*>(a1), s);
 }

@@ -62,6 +62,8 @@ struct fh_net_pass {
   cudaEvent_t fork, join[FH_NET_HEADS];
 };
 
+struct fh_target_p1; /* below */
+
 struct fh_net {
   fh_layout L;
   fh_dtype op;                  /* GEMM operand dtype: FH_BF16 or FH_F32 (deterministic) */
@@ -88,11 +90,10 @@ struct fh_net {
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
   /* target(s')'s first layer from the per-bar table of the target net's market part (kernels/p1.cuh,
-   * bf16 mode): the trainer owns the table (tp1: tp1_n rows of h1 floats from bar tp1_bar0 on), keeps it
-   * equal to the target's weights, and points tp1_bars at the batch's s' bars only while it launches a
-   * train step; with tp1_bars NULL the target's first layer is the GEMM */
-  const float* tp1;
-  int64_t tp1_bar0, tp1_n;
+   * bf16 mode): the trainer owns the table (fh_target_p1 below; NULL or off: none), keeps it equal to the
+   * target's weights, and points tp1_bars at the batch's s' bars only while it launches a train step; with
+   * tp1_bars NULL the target's first layer is the GEMM */
+  const fh_target_p1* tp1;
   const int32_t* tp1_bars;
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
@@ -182,7 +183,7 @@ struct fh_target_p1 {
 };
 
 /* Decide, allocate and build (synchronous, on pass 0's stream); off is not an error (why says it). On: also
- * points net->tp1 at the table. */
+ * points net->tp1 at tp. */
 fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view& m, int32_t window,
                              const fh_config& cfg);
 /* Rebuild the table from the target's current bf16 weights into `table` (default tp->table) on stream s
@@ -190,5 +191,9 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
 fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_market_view& m, int32_t window,
                                cudaStream_t s, float* table = nullptr);
 void fh_target_p1_free(fh_target_p1* tp, fh_net* net);  /* idempotent */
+/* a1 (B, h1) bf16 = the target's first layer of the B input rows x (bf16, the account features in their last
+ * 8 columns) of bars `bars`, from the table (kernels/p1.cuh fh_launch_layer1_p1), on stream s. */
+fh_status fh_net_layer1_from_table(const fh_net* net, const fh_target_p1& tp, const void* x, const int32_t* bars,
+                                   int32_t B, void* a1, cudaStream_t s);
 
 #endif /* FH_CUDA_NET_H */

@@ -1177,9 +1177,7 @@ extern "C" FH_API fh_status fh_test_trainer_target_p1(fh_trainer* t, double* out
     goto done;
   }
   s = fh_target_p1_refresh(t->tp1, net, t->dm.view, t->cfg.window, st, tmp);
-  if (s == FH_OK)
-    s = fh_launch_layer1_p1(t->tp1.table, t->tp1.bar0, t->tp1.n, t->bb[0].nbar, static_cast<const fh_bf16*>(xn), L.D,
-                            S + L.W1, S + L.b1, L.h1, B, ap, st);
+  if (s == FH_OK) s = fh_net_layer1_from_table(net, t->tp1, xn, t->bb[0].nbar, B, ap, st);
   if (s == FH_OK)
     s = fh_gemm_fwd(net->gemm, st, net->pass[0].ws[0], FH_BF16, B, L.h1, L.D, xn, L.D, S + L.W1, S + L.b1,
                     FH_EPI_RELU_BIAS, ag, FH_BF16, L.h1);
