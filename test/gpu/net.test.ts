@@ -17,7 +17,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, info, market, nativeConfig, nativeMarket, rng, runEpoch, saveCheckpoint, tinyConfig, withTrainer } from '../native/helpers.js';
+import { create, info, market, nativeConfig, nativeMarket, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
 
@@ -116,10 +116,8 @@ function lossGradWith(cfg: RunConfig, det: number, env: Record<string, string>, 
   const m = nativeMarket(market(cfg));
   const gpu = loadNative('cuda');
   const r = rng(seed);
-  const prev = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, env);
-  try {
-    return withTrainer(gpu, cudaConfig(cfg, { deterministic: det, use_graphs: 0 }), m, (h) => {
+  return withEnv(env, () =>
+    withTrainer(gpu, cudaConfig(cfg, { deterministic: det, use_graphs: 0 }), m, (h) => {
       const inf = info(gpu, h);
       const P = Number(inf.n_params);
       const D = inf.obs_dim;
@@ -130,13 +128,7 @@ function lossGradWith(cfg: RunConfig, det: number, env: Record<string, string>, 
       expect(gpu.fh_trainer_loss_grad(h, B, obs, act, ret, disc, next, w, loss, g, td), gpu.fh_trainer_last_error(h) ?? '')
         .toBe(FhStatus.OK);
       return { engine: inf.engine, loss: loss[0], g, td };
-    });
-  } finally {
-    for (const [k, v] of Object.entries(prev)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
+    }));
 }
 
 function expectClose(a: ReturnType<typeof lossGradWith>, b: ReturnType<typeof lossGradWith>, tol: number, tolG: number): void {
@@ -310,22 +302,14 @@ describe('CUDA orchestration', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));
     const gpu = loadNative('cuda');
-    const run = (bf16Source: boolean) => {
-      const prev = process.env['FH_GATHER_BF16_SOURCE'];
-      process.env['FH_GATHER_BF16_SOURCE'] = bf16Source ? '1' : '0';
-      try {
-        return withTrainer(gpu, cudaConfig(cfg), m, (h) => {
-          const stats = [1, 2].map(() => runEpoch(gpu, h));
-          const P = Number(info(gpu, h).n_params);
-          const params = new Float32Array(P);
-          expect(gpu.fh_trainer_get_params(h, 0, params, P)).toBe(FhStatus.OK);
-          return { stats, params };
-        });
-      } finally {
-        if (prev === undefined) delete process.env['FH_GATHER_BF16_SOURCE'];
-        else process.env['FH_GATHER_BF16_SOURCE'] = prev;
-      }
-    };
+    const run = (bf16Source: boolean) => withEnv({ FH_GATHER_BF16_SOURCE: bf16Source ? '1' : '0' }, () =>
+      withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+        const stats = [1, 2].map(() => runEpoch(gpu, h));
+        const P = Number(info(gpu, h).n_params);
+        const params = new Float32Array(P);
+        expect(gpu.fh_trainer_get_params(h, 0, params, P)).toBe(FhStatus.OK);
+        return { stats, params };
+      }));
     const a = run(true);
     const b = run(false);
     for (let e = 0; e < 2; e++) {

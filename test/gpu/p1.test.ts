@@ -13,7 +13,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig, withTrainer } from '../native/helpers.js';
+import { info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 type CheckFn = (h: TrainerHandle, out: Float64Array, why: Buffer, whyLen: number) => number;
 
@@ -43,25 +43,13 @@ function cudaConfig(cfg: RunConfig, overrides: Partial<FhConfig> = {}): FhConfig
   return nativeConfig(cfg, { backend: 1, use_graphs: 1, deterministic: 0, target_update_every: 3, tau: 0, ...overrides });
 }
 
-function withEnv<T>(name: string, value: string | undefined, fn: () => T): T {
-  const prev = process.env[name];
-  if (value === undefined) delete process.env[name];
-  else process.env[name] = value;
-  try {
-    return fn();
-  } finally {
-    if (prev === undefined) delete process.env[name];
-    else process.env[name] = prev;
-  }
-}
-
 describe("the target's first-layer table", () => {
   const cfg = tinyConfig(['agent.atoms=51']);
   const m = nativeMarket(market(cfg));
 
   test('follows every hard update and set_params; its first layer == the GEMM within bf16 rounding', () => {
     const gpu = loadNative('cuda');
-    withEnv('FH_TARGET_P1', undefined, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+    withEnv({ FH_TARGET_P1: undefined }, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
       expect(info(gpu, h).engine).toContain('target P1 table');
       const fresh = tableCheck(gpu, h);
       expect(fresh.on, fresh.why).toBe(true);
@@ -95,7 +83,7 @@ describe("the target's first-layer table", () => {
     // lr 1e-12: the online net and every hard copy of it stay (in bf16) the initial weights, so both runs train on
     // (nearly) the same batches and the losses differ only by the target's first layer: table vs GEMM
     const gpu = loadNative('cuda');
-    const run = (p1: string) => withEnv('FH_TARGET_P1', p1, () => withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), m, (h) => {
+    const run = (p1: string) => withEnv({ FH_TARGET_P1: p1 }, () => withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), m, (h) => {
       const engine = info(gpu, h).engine;
       const stats = [1, 2].map(() => runEpoch(gpu, h));
       return { engine, stats, check: tableCheck(gpu, h) };
@@ -119,7 +107,7 @@ describe("the target's first-layer table", () => {
 
   test('the deterministic (fp32) mode and Polyak targets keep the GEMM', () => {
     const gpu = loadNative('cuda');
-    withEnv('FH_TARGET_P1', undefined, () => {
+    withEnv({ FH_TARGET_P1: undefined }, () => {
       const fp32 = withTrainer(gpu, cudaConfig(cfg, { deterministic: 1 }), m, (h) => tableCheck(gpu, h));
       expect(fp32.on).toBe(false);
       expect(fp32.why).toContain('deterministic');

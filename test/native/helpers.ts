@@ -57,6 +57,24 @@ export function create(l: NativeLib, cfg: FhConfig, m: FhMarket): TrainerHandle 
   return r.handle;
 }
 
+/** fn with the environment variables of vars set (undefined: unset), restored after, also when fn throws.
+ *  The native library reads its FH_* switches when a trainer is created. */
+export function withEnv<T>(vars: Record<string, string | undefined>, fn: () => T): T {
+  const prev = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  const set = (v: Record<string, string | undefined>) => {
+    for (const [k, x] of Object.entries(v)) {
+      if (x === undefined) delete process.env[k];
+      else process.env[k] = x;
+    }
+  };
+  set(vars);
+  try {
+    return fn();
+  } finally {
+    set(prev);
+  }
+}
+
 /** A trainer of cfg on market m (either library) for fn; destroyed after, also when fn throws. */
 export function withTrainer<T>(l: NativeLib, cfg: FhConfig, m: FhMarket, fn: (h: TrainerHandle) => T): T {
   const h = create(l, cfg, m);
