@@ -82,6 +82,8 @@ void fh_net_destroy(fh_net* net) {
     if (net->colsum_trunk[i]) cudaFree(net->colsum_trunk[i]);
   }
   if (net->fin_ev) cudaEventDestroy(net->fin_ev);
+  for (int k = 0; k < FH_NET_HEADS; ++k)
+    if (net->dx_ev[k]) cudaEventDestroy(net->dx_ev[k]);
   for (int i = 0; i < 2; ++i)
     if (net->bev[i]) cudaEventDestroy(net->bev[i]);
   void* masks[] = {net->mask1.bits, net->mask2.bits, net->maskh.bits};
@@ -150,6 +152,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                fh_mma_available();
     const char* fsd = getenv("FH_FINISH_SIDE");
     net->finish_side = !(fsd && strcmp(fsd, "0") == 0);
+    const char* dws = getenv("FH_DW_SIDE");
+    net->dw_side = net->finish_side && !(dws && strcmp(dws, "0") == 0);
+    const char* hl = getenv("FH_HEADS_LATE");
+    net->heads_late = !(hl && strcmp(hl, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
     net->optim_chain = oc && strcmp(oc, "1") == 0;
     const char* mh = getenv("FH_MMA_HEADS");
@@ -193,6 +199,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       for (int i = 0; i < 3; ++i)
         NET_TRY(fh_dmalloc_t(&net->colsum_trunk[i], (size_t)fh_colsum_partial_floats(cap, widths[i]) * 4));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&net->fin_ev, cudaEventDisableTiming));
+      for (int k = 0; k < FH_NET_HEADS; ++k)
+        FH_CUDA_TRY(cudaEventCreateWithFlags(&net->dx_ev[k], cudaEventDisableTiming));
     }
     {
       fh_relu_mask* ms[3] = {&net->mask1, &net->mask2, &net->maskh};
@@ -393,22 +401,30 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   /* heads on forked streams: bias grad, weight grad, input grad into dah's column block */
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
+  const bool late = net->heads_late && !fused;
   for (int k = 0; k < L.n_heads; ++k) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
+    const fh_relu_mask mk =
+        heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
+    if (late) {
+      FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                        fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
+      if (k > 0) FH_CUDA_TRY(cudaEventRecord(net->dx_ev[k], hs));
+    }
     if (!fused)
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                       fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
-    const fh_relu_mask mk =
-        heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
-    FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k], fh_byte_ptr(S, L.WO[k], op),
-                      fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
+    if (!late)
+      FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                        fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
   }
   for (int k = 1; k < L.n_heads; ++k) {
-    FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
-    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+    cudaEvent_t e = late ? net->dx_ev[k] : P.join[k];
+    if (!late) FH_CUDA_TRY(cudaEventRecord(e, P.hs[k]));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, e, 0));
   }
   /* the bias-gradient finishes of the three layers below run on head stream 1 (free again), beside the
    * GEMMs; joined at the end */
@@ -417,7 +433,13 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   if (!heads_masked)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
                                               net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
+  /* with dw_side (kernel path, fs != P.s): fs already follows the ReLU pass that wrote dah / da2, so the weight
+   * gradient runs there after the finish, beside the main stream's input gradient and the next ReLU pass (which
+   * touch neither the weight gradient's inputs nor its output) */
+  const bool dws = net->dw_side && !fused && fs != P.s;
+  cudaStream_t dws_s = dws ? fs : P.s;
+  void* dws_ws = dws ? P.ws[1] : P.ws[0];
+  FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                     heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
                     L.h2, fused ? net->mask2 : none));
@@ -425,7 +447,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
                                               net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
+  FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
@@ -435,6 +457,12 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev));
   FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                     fused ? G + L.b1 : nullptr));
+  if (late) /* the heads' bias and weight gradients (head stream 1 is joined below when it is fs) */
+    for (int k = 1; k < L.n_heads; ++k)
+      if (P.hs[k] != fs) {
+        FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
+        FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[k], 0));
+      }
   if (fs != P.s) { /* (with nothing forked, as in the fused path, an empty join) */
     FH_CUDA_TRY(cudaEventRecord(P.join[1], fs));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[1], 0));

@@ -106,6 +106,13 @@ struct fh_net {
                                    beside the next GEMMs (joined at the end of the backward) */
   cudaEvent_t fin_ev;           /* kernel backward: fork of those finishes */
   int finish_side;              /* 1 (default): those finishes on head stream 1; FH_FINISH_SIDE=0: on the main stream */
+  int heads_late;               /* 1 (default; FH_HEADS_LATE=0 off), kernel path: each head stream runs its input
+                                   gradient first and the main stream waits only for those (dx_ev); the heads' bias
+                                   and weight gradients are joined at the end of the backward */
+  cudaEvent_t dx_ev[FH_NET_HEADS];
+  int dw_side;                  /* 1 (default with finish_side; FH_DW_SIDE=0 off), kernel path: the head layer's and
+                                   trunk 2's weight-gradient GEMMs on head stream 1 after their finishes, beside the
+                                   main stream's input gradients */
   float* wloss;                 /* (cap) w_i * loss_i */
   float* signal;                /* (cap) priority signal */
   double* red_part;             /* partials of the flat reductions (grad norm) */
