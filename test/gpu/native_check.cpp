@@ -295,19 +295,26 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   setenv("FH_TRAIN_PREFETCH", "0", 1);
   fh_trainer* np = make(gpu, c1, M, "cuda graphs on, no prefetch");
   unsetenv("FH_TRAIN_PREFETCH");
-  if (!a || !b || !np) return;
-  bool same = true, syncs = true, finite = true, same_np = true;
-  fh_epoch_stats sa{}, sb{}, sn{};
+  /* the next batch prefetched but not its target forward (hard updates every 4 of the 6 steps of an epoch:
+   * steps right after one compute their own target forward) */
+  setenv("FH_TARGET_PREFETCH", "0", 1);
+  fh_trainer* nt = make(gpu, c1, M, "cuda graphs on, no target prefetch");
+  unsetenv("FH_TARGET_PREFETCH");
+  if (!a || !b || !np || !nt) return;
+  bool same = true, syncs = true, finite = true, same_np = true, same_nt = true;
+  fh_epoch_stats sa{}, sb{}, sn{}, st{};
   for (int e = 0; e < 4; ++e) {
-    fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn);
-    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK) {
-      printf("FAIL  run_epoch: %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
-             s3 ? gpu.last_error(np) : "ok");
+    fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn),
+              s4 = gpu.run_epoch(nt, &st);
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
+             s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(nt) : "ok");
       ++g_fail;
       return;
     }
     same = same && stats_equal(sa, sb);
     same_np = same_np && stats_equal(sa, sn);
+    same_nt = same_nt && stats_equal(sa, st);
     syncs = syncs && sa.host_syncs == 1.0 && sb.host_syncs == 1.0;
     finite = finite && std::isfinite(sa.loss_mean) && std::isfinite(sa.grad_norm_max);
     printf("      epoch %d: loss %.5f/%.5f gnorm %.4f/%.4f q_mean %.4f/%.4f val pnl %.1f/%.1f syncs %g/%g\n", e + 1,
@@ -329,6 +336,11 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
     check(same_np && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
           "next-batch prefetch on == off (FH_TRAIN_PREFETCH=0): epoch stats and online params bit for bit");
     gpu.destroy(np);
+    gpu.get_params(nt, 0, pn.data(), info.n_params);
+    check(same_nt && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
+          "next-step target forward on the side stream == on its own step (FH_TARGET_PREFETCH=0), with hard target "
+          "updates inside the epochs: epoch stats and online params bit for bit");
+    gpu.destroy(nt);
   }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
   uint64_t n = 0, wr = 0;

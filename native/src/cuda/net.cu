@@ -557,23 +557,43 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-/* online([s; s']) and target(s') (forked off pass 0's stream, joined back before the loss). */
-static fh_status fh_net_train_forwards(fh_net* net, int32_t B) {
+/* online([s; s']) and, unless the target is ready, target(s') (forked off pass 0's stream, joined back
+ * before the loss). */
+static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready) {
   fh_net_pass& P0 = net->pass[0];
   fh_net_pass& P2 = net->pass[2];
-  FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
-  FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
+  if (!target_ready) {
+    FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
+  }
   FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
-  FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
+  if (!target_ready) {
+    FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
+    FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
+  }
+  return FH_OK;
+}
+
+fh_status fh_net_target_forward(fh_net* net, int32_t B, const void* x, const int32_t* bars, cudaStream_t from) {
+  if (B <= 0 || B > net->cap || !x) return FH_ERR_INVALID_ARGUMENT;
+  fh_net_pass& P2 = net->pass[2];
+  FH_CUDA_TRY(cudaEventRecord(P2.fork, from));
+  FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P2.fork, 0));
+  const int32_t* keep = net->tp1_bars;
+  net->tp1_bars = bars;
+  const fh_status st = net_forward_x(net, 2, 1, fh_net_next_obs(net, B, const_cast<void*>(x)), B, 0, false);
+  net->tp1_bars = keep;
+  FH_TRY(st);
   FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));
-  FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, P2.join[0], 0));
+  FH_CUDA_TRY(cudaStreamWaitEvent(from, P2.join[0], 0));
   return FH_OK;
 }
 
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                              const float* weight, bool mean) {
+                              const float* weight, bool mean, bool target_ready) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
-  FH_TRY(fh_net_train_forwards(net, B));
+  FH_TRY(fh_net_train_forwards(net, B, target_ready));
   if (!(net->knockout & FH_KO_LOSS))
     FH_TRY(net->op == FH_BF16 ? fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight)
                               : fh_net_loss_t<float>(net, B, act, ret, disc, weight));

@@ -166,7 +166,12 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
  * forwards, the loss (net->signal, dlog) and the batch loss; fh_net_backward = the backward into
  * net->grad (reads pass 0's input, activations and dlog). On pass[0].s. */
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
-                              const float* weight, bool mean = true);
+                              const float* weight, bool mean = true, bool target_ready = false);
+/* target(s') of the batch whose [s; s'] input is x (its s' bars: `bars`, for the first-layer table) into pass 2's
+ * buffers, on pass 2's streams forked off and joined back into `from`: the trainer's side stream computes the
+ * next step's target forward while this step's backward runs (that step's forward_loss then has
+ * target_ready = true). Valid only while the target weights stay as they are until that step's loss. */
+fh_status fh_net_target_forward(fh_net* net, int32_t B, const void* x, const int32_t* bars, cudaStream_t from);
 /* The batch loss *net->loss = mean of the loss's w_i * loss_i on stream s (fh_net_forward_loss runs it on
  * pass 0's stream unless mean = false: the trainer then runs it on its side stream). */
 fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s);

@@ -108,7 +108,9 @@ struct fh_trainer {
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
-  cudaGraphExec_t g_step[16] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
+  bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
+                                    (FH_TARGET_PREFETCH=0 off) */
+  cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
    * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
@@ -204,12 +206,15 @@ enum : unsigned {
   TS_SAMPLE = 2u,    /* sample + gather its own batch first (the first step of an epoch; every step without prefetch) */
   TS_PREFETCH = 4u,  /* sample + gather step k+1's batch on the side stream, behind this step's backward */
   TS_ODD = 8u,       /* reads batch set 1 (odd steps of an epoch); prefetches into set 0 */
+  TS_TPF = 16u,      /* the side stream also runs step k+1's target(s') forward (the target does not change in k) */
+  TS_TREADY = 32u,   /* target(s') was computed by step k-1's side stream */
 };
 
-/* Flags of step k of an epoch of `steps` steps. Step 0 samples for itself into set 0; step k reads set
- * k & 1 and, unless it is the last, prefetches step k+1's batch into the other set (nothing prefetched
- * crosses an epoch boundary: collection changes the replay). */
-static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
+/* Flags of step k of an epoch of `steps` steps, given whether the target changes in step k-1's and in step
+ * k's optimiser. Step 0 samples for itself into set 0; step k reads set k & 1 and, unless it is the last,
+ * prefetches step k+1's batch into the other set (nothing prefetched crosses an epoch boundary: collection
+ * changes the replay), and with it step k+1's target forward when the target stays as it is. */
+static unsigned step_flags_given(const fh_trainer* t, int32_t k, int32_t steps, bool changes_before, bool changes) {
   int32_t qe = t->cfg.qstats_every > 0 ? t->cfg.qstats_every : t->cfg.train_steps;
   if (qe <= 0) qe = 1;
   unsigned f = (((k + 1) % qe == 0) || k == steps - 1) ? TS_QSTATS : 0u;
@@ -217,7 +222,18 @@ static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
   if (k == 0) f |= TS_SAMPLE;
   if (k + 1 < steps) f |= TS_PREFETCH;
   if (k & 1) f |= TS_ODD;
+  if (t->target_prefetch && (f & TS_PREFETCH) && !changes) f |= TS_TPF;
+  if (t->target_prefetch && k > 0 && !changes_before) f |= TS_TREADY; /* step k-1 had TS_PREFETCH */
   return f;
+}
+
+/* Whether the optimiser of the epoch's step k (Adam t = train_step + k + 1) changes the target. */
+static bool target_changes(const fh_trainer* t, int32_t k) {
+  return fh_target_mix(t->cfg.tau, t->cfg.target_update_every, t->train_step + k + 1) != 0.0f;
+}
+
+static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
+  return step_flags_given(t, k, steps, k > 0 && target_changes(t, k - 1), target_changes(t, k));
 }
 
 /* PER sample (counter *counter + step_offset) + gather [s; s'] of batch set `set` on stream s; the
@@ -255,7 +271,7 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   if (replay && (flags & TS_SAMPLE)) FH_TRY(launch_sample_gather(t, set, s, net->step, 0, nullptr));
   const bool pf = replay && (flags & TS_PREFETCH);
   /* with prefetch the batch-loss mean runs on the side stream (only the step record reads it) */
-  FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight, !pf));
+  FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight, !pf, (flags & TS_TREADY) != 0));
   /* the priority update needs only the slots and the loss's signal; the next sample must see it, and
    * nothing else of the step reads the tree */
   if (replay && !pf) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
@@ -278,6 +294,9 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     FH_TRY(fh_net_loss_mean(net, B, t->s_side));
     FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
     FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
+    /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
+    if (flags & TS_TPF)
+      FH_TRY(fh_net_target_forward(net, B, t->xs[set ^ 1], t->tp1.on ? t->bb[set ^ 1].nbar : nullptr, t->s_side));
     FH_CUDA_TRY(cudaEventRecord(t->e_join, t->s_side));
   }
   FH_TRY(fh_net_backward(net, B));
@@ -504,6 +523,10 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const char* pe = getenv("FH_TRAIN_PREFETCH");
     t->prefetch_off_by_env = pe && pe[0] == '0';
     t->prefetch = !t->prefetch_off_by_env && !(t->net.knockout & FH_KO_REPLAY) && c.train_steps > 1;
+    /* the next step's target forward on the side stream too, unless FH_TARGET_PREFETCH=0 or the target
+     * changes at every step (Polyak, or a hard copy every step) */
+    const char* tpe = getenv("FH_TARGET_PREFETCH");
+    t->target_prefetch = t->prefetch && !(tpe && tpe[0] == '0') && !(c.tau > 0.0f) && c.target_update_every != 1;
   }
   if (t->prefetch) {
     TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
@@ -555,13 +578,14 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   if (c.use_graphs) {
     FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
     /* the train-step variants an epoch of train_steps steps launches (step_flags) */
-    for (int32_t k = 0; k < c.train_steps; ++k) {
-      const unsigned f = step_flags(t, k, c.train_steps);
-      if (t->g_step[f]) continue;
-      char what[96];
-      snprintf(what, sizeof what, "train-step graph capture (variant 0x%x)", f);
-      FH_TRY(capture(t, train_stream(t), seq_train, (int)f, &t->g_step[f], what));
-    }
+    for (int32_t k = 0; k < c.train_steps; ++k)
+      for (int ch = 0; ch < 4; ++ch) { /* the target changing in step k-1 (bit 0) and in step k (bit 1) */
+        const unsigned f = step_flags_given(t, k, c.train_steps, (ch & 1) != 0, (ch & 2) != 0);
+        if (t->g_step[f]) continue;
+        char what[96];
+        snprintf(what, sizeof what, "train-step graph capture (variant 0x%x)", f);
+        FH_TRY(capture(t, train_stream(t), seq_train, (int)f, &t->g_step[f], what));
+      }
     if (t->ev.n_seg > 0 && !t->ev.fused.on)
       FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
     TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
@@ -675,6 +699,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
+  if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
