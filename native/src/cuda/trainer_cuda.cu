@@ -13,7 +13,10 @@
  *             [online([s; s']) (2B rows) | target(s')] on forked streams -> fused loss -> fork
  *             (e_fork): the side stream P copies the step counter (e_sampled), takes the batch-loss
  *             mean, runs the priority update (slots + loss signal; sum-tree rebuild), samples step
- *             k+1's batch (the copy + 1) and gathers it into the other batch set (e_join),
+ *             k+1's batch (the copy + 1) and gathers it into the other batch set, and, unless the
+ *             target changes in step k's optimiser (a hard-update step, known to the host), runs step
+ *             k+1's target(s') forward into pass 2's buffers (TS_TPF; step k+1 then skips its own,
+ *             TS_TREADY; FH_TARGET_PREFETCH=0 off) (e_join),
  *             while S runs the backward (heads forked; ReLU derivative and bias gradients in the GEMM
  *             epilogues where cuBLASLt has them) [-> Q stats every qstats_every] -> S waits e_sampled
  *             -> grad norm/clip -> Adam (bumps the step counter) -> target update -> S waits e_join
@@ -25,7 +28,8 @@
  *             update k, on its own stream) and the counter copied while it still held k (Adam k waits
  *             for e_sampled, the copy, before it bumps it; FH_STEP_SNAPSHOT=0: the sampler reads the
  *             counter itself and e_sampled follows it). Graph variants: one per TS_* flag combination
- *             the epoch uses (Q stats, own sample, prefetch, odd set), captured at create.
+ *             the epoch uses (Q stats, own sample, prefetch, odd set, target prefetched / ready), captured
+ *             at create.
  *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement): no side stream, every step
  *             samples and gathers its own batch into set 0 first, the rest in the same order.
  *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
@@ -1187,15 +1191,14 @@ extern "C" FH_API fh_status fh_test_trainer_target_p1(fh_trainer* t, double* out
   const fh_layout& L = net->L;
   const int32_t B = t->batch;
   cudaStream_t st = train_stream(t);
-  float* tmp = nullptr;
-  fh_bf16 *ap = nullptr, *ag = nullptr;
-  std::vector<float> a((size_t)t->tp1.n * L.h1), b(a.size());
+  fh_bf16 *tmp = nullptr, *ap = nullptr, *ag = nullptr;
+  std::vector<uint16_t> a((size_t)t->tp1.n * L.h1), b(a.size());
   std::vector<uint16_t> hp((size_t)B * L.h1), hg(hp.size());
   fh_status s = FH_OK;
   const fh_bf16* S = static_cast<const fh_bf16*>(net->target_sh);
   const void* xn = fh_net_next_obs(net, B, t->xs[0]);
   cudaError_t e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaMalloc(&tmp, a.size() * 4);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&tmp, a.size() * 2);
   if (e == cudaSuccess) e = cudaMalloc((void**)&ap, hp.size() * 2);
   if (e == cudaSuccess) e = cudaMalloc((void**)&ag, hp.size() * 2);
   if (e != cudaSuccess) {
@@ -1212,15 +1215,16 @@ extern "C" FH_API fh_status fh_test_trainer_target_p1(fh_trainer* t, double* out
     goto done;
   }
   e = cudaStreamSynchronize(st);
-  if (e == cudaSuccess) e = cudaMemcpy(a.data(), t->tp1.table, a.size() * 4, cudaMemcpyDeviceToHost);
-  if (e == cudaSuccess) e = cudaMemcpy(b.data(), tmp, b.size() * 4, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(a.data(), t->tp1.table, a.size() * 2, cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) e = cudaMemcpy(b.data(), tmp, b.size() * 2, cudaMemcpyDeviceToHost);
   if (e == cudaSuccess) e = cudaMemcpy(hp.data(), ap, hp.size() * 2, cudaMemcpyDeviceToHost);
   if (e == cudaSuccess) e = cudaMemcpy(hg.data(), ag, hg.size() * 2, cudaMemcpyDeviceToHost);
   if (e != cudaSuccess) {
     s = fail_dev(t, fh_cuda_status(e), "target table check");
     goto done;
   }
-  for (size_t i = 0; i < a.size(); ++i) out[1] = fmax(out[1], fabs((double)a[i] - (double)b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    out[1] = fmax(out[1], fabs(bf16_bits_to_double(a[i]) - bf16_bits_to_double(b[i])));
   for (size_t i = 0; i < hp.size(); ++i) {
     const double g = bf16_bits_to_double(hg[i]);
     out[2] = fmax(out[2], fabs(bf16_bits_to_double(hp[i]) - g));
