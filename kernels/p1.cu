@@ -4,7 +4,7 @@
  *
  *   market_windows_kernel  one warp per row: fh_gather_obs_row with zero account features
  *   layer1_p1_kernel       a thread owns 4 output columns and walks rows, 4 at a time with every load
- *                          issued first: per row 8 bytes (4 bf16) of the P1 row, the row's 8 account
+ *                          issued first: per row one float4 of the P1 row, the row's 8 account
  *                          features (one 16-byte load where D % 8 == 0), one 8-byte store; W1's account
  *                          columns and b1 from shared memory
  */
@@ -46,7 +46,7 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
 #define FH_P1_UNROLL 4
 template <bool VEC_ACC>
 static __global__ void __launch_bounds__(FH_P1_THREADS, FH_P1_BLOCKS_PER_SM)
-layer1_p1_kernel(const fh_bf16* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
+layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
                  const fh_bf16* __restrict__ x, int32_t D, const fh_bf16* __restrict__ w1,
                  const fh_bf16* __restrict__ b1, int32_t h1, int32_t B, fh_bf16* __restrict__ a1) {
   extern __shared__ float4 sm4[];
@@ -67,7 +67,7 @@ layer1_p1_kernel(const fh_bf16* __restrict__ p1, int64_t bar0, int64_t n_p1, con
   const int64_t stride = (int64_t)gridDim.x * rpb;
   const float4 bias = *reinterpret_cast<const float4*>(bs + c0);
   for (int64_t r0 = (int64_t)blockIdx.x * rpb + roff; r0 < B; r0 += FH_P1_UNROLL * stride) {
-    uint2 pv[FH_P1_UNROLL];  /* 4 bf16 of the P1 row */
+    float4 pv[FH_P1_UNROLL];
     uint4 av[FH_P1_UNROLL];  /* the row's 8 account features, bf16 (converted at use: fewer registers) */
 #pragma unroll
     for (int u = 0; u < FH_P1_UNROLL; ++u) {
@@ -75,7 +75,7 @@ layer1_p1_kernel(const fh_bf16* __restrict__ p1, int64_t bar0, int64_t n_p1, con
       const int64_t r = r0 + u * stride < B ? r0 + u * stride : r0;
       int64_t i = (int64_t)__ldg(bars + r) - bar0;
       i = i < 0 ? 0 : (i >= n_p1 ? n_p1 - 1 : i);
-      pv[u] = __ldg(reinterpret_cast<const uint2*>(p1 + i * h1 + c0));
+      pv[u] = __ldg(reinterpret_cast<const float4*>(p1 + i * h1 + c0));
       const fh_bf16* xa = x + r * D + acc0;
       if (VEC_ACC) {
         av[u] = __ldg(reinterpret_cast<const uint4*>(xa));
@@ -90,9 +90,7 @@ layer1_p1_kernel(const fh_bf16* __restrict__ p1, int64_t bar0, int64_t n_p1, con
 #pragma unroll
     for (int u = 0; u < FH_P1_UNROLL; ++u) {
       const int64_t r = r0 + u * stride;
-      const float2 p01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pv[u].x));
-      const float2 p23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&pv[u].y));
-      float v0 = p01.x + bias.x, v1 = p01.y + bias.y, v2 = p23.x + bias.z, v3 = p23.y + bias.w;
+      float v0 = pv[u].x + bias.x, v1 = pv[u].y + bias.y, v2 = pv[u].z + bias.z, v3 = pv[u].w + bias.w;
       const __nv_bfloat162* ah = reinterpret_cast<const __nv_bfloat162*>(&av[u]);
 #pragma unroll
       for (int k = 0; k < FH_ENV_ACCOUNT; ++k) {
@@ -113,7 +111,7 @@ layer1_p1_kernel(const fh_bf16* __restrict__ p1, int64_t bar0, int64_t n_p1, con
   }
 }
 
-fh_status fh_launch_layer1_p1(const fh_bf16* p1, int64_t bar0, int64_t n_p1, const int32_t* bars, const fh_bf16* x,
+fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const int32_t* bars, const fh_bf16* x,
                               int32_t D, const fh_bf16* w1, const fh_bf16* b1, int32_t h1, int32_t B, fh_bf16* a1,
                               cudaStream_t s) {
   if (B <= 0) return FH_OK;

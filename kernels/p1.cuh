@@ -14,8 +14,7 @@
  *                                                         acc_r W1acc^T), acc_r = the 8 account columns of
  *                                                         input row r (bf16, as the GEMM would read them),
  *                                                         b1 / W1 the bf16 shadow the GEMM would read;
- *                                                         P1 bf16 (the table's GEMM rounds its fp32 sums
- *                                                         once), fp32 sums, one bf16 rounding. h1 % 8 == 0.
+ *                                                         fp32 sums, one bf16 rounding. h1 % 8 == 0.
  *
  * Both launchers are graph-capturable and synchronise nothing.
  */
@@ -31,7 +30,7 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
 /* bars (B) int32: the row's bar; a bar outside [bar0, bar0 + n_p1) reads the nearest P1 row (the trainer
  * tables every bar a replay row can hold). x: (B, D) input rows (the account features in columns
  * D-8..D-1); w1: (h1, D) bf16 weights, b1: (h1) bf16 bias. */
-fh_status fh_launch_layer1_p1(const fh_bf16* p1, int64_t bar0, int64_t n_p1, const int32_t* bars, const fh_bf16* x,
+fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const int32_t* bars, const fh_bf16* x,
                               int32_t D, const fh_bf16* w1, const fh_bf16* b1, int32_t h1, int32_t B, fh_bf16* a1,
                               cudaStream_t s);
 

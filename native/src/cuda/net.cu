@@ -685,7 +685,7 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
   tp->bar0 = window - 1;
   tp->n = m.n_bars - tp->bar0;
   tp->chunk = (int32_t)(tp->n < FH_P1_CHUNK ? tp->n : FH_P1_CHUNK);
-  const size_t tb = (size_t)tp->n * L.h1 * sizeof(fh_bf16), sb = (size_t)tp->chunk * L.D * sizeof(fh_bf16);
+  const size_t tb = (size_t)tp->n * L.h1 * sizeof(float), sb = (size_t)tp->chunk * L.D * sizeof(fh_bf16);
   size_t free_b = 0, total_b = 0;
   FH_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   /* leave the rest of the device to what the batch sizer counted on (it ran before: half of free memory) */
@@ -694,7 +694,7 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
     snprintf(why, sizeof why, "the table (%zu MiB) is more than a quarter of free device memory", (tb + sb) >> 20);
     return p1_off(tp, why);
   }
-  if (cudaMalloc((void**)&tp->table, tb) != cudaSuccess || cudaMalloc((void**)&tp->scratch, sb) != cudaSuccess) {
+  if (cudaMalloc(&tp->table, tb) != cudaSuccess || cudaMalloc((void**)&tp->scratch, sb) != cudaSuccess) {
     cudaGetLastError(); /* not sticky: clear it */
     fh_target_p1_free(tp, net);
     return p1_off(tp, "no device memory for the table");
@@ -708,16 +708,16 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
 }
 
 fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_market_view& m, int32_t window,
-                               cudaStream_t s, fh_bf16* table) {
+                               cudaStream_t s, float* table) {
   if (!tp.on) return FH_OK;
   const fh_layout& L = net->L;
-  fh_bf16* out = table ? table : tp.table;
+  float* out = table ? table : tp.table;
   const fh_bf16* w1 = static_cast<const fh_bf16*>(net->target_sh) + L.W1;
   for (int64_t off = 0; off < tp.n; off += tp.chunk) {
     const int64_t rows = tp.n - off < tp.chunk ? tp.n - off : tp.chunk;
     FH_TRY(fh_launch_market_windows(m, window, tp.bar0 + off, rows, L.D, tp.scratch, s));
     FH_TRY(fh_gemm_fwd(net->gemm, s, net->pass[0].ws[0], FH_BF16, (int)rows, L.h1, L.D, tp.scratch, L.D, w1, nullptr,
-                       FH_EPI_NONE, out + off * L.h1, FH_BF16, L.h1));
+                       FH_EPI_NONE, out + off * L.h1, FH_F32, L.h1));
   }
   return FH_OK;
 }

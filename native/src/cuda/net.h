@@ -187,7 +187,7 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg);
  * the target weights: a refresh after every change of them (hard update, set_params, checkpoint load). */
 struct fh_target_p1 {
   int on;
-  fh_bf16* table;               /* (n, h1) bf16: the GEMM's fp32 sums rounded once */
+  float* table;                 /* (n, h1) */
   fh_bf16* scratch;             /* (chunk, D) market windows of one chunk */
   int64_t bar0, n;
   int32_t chunk;
@@ -201,7 +201,7 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
 /* Rebuild the table from the target's current bf16 weights into `table` (default tp->table) on stream s
  * (pass 0's workspace; graph-capturable once its shapes have run). */
 fh_status fh_target_p1_refresh(const fh_target_p1& tp, fh_net* net, const fh_market_view& m, int32_t window,
-                               cudaStream_t s, fh_bf16* table = nullptr);
+                               cudaStream_t s, float* table = nullptr);
 void fh_target_p1_free(fh_target_p1* tp, fh_net* net);  /* idempotent */
 /* a1 (B, h1) bf16 = the target's first layer of the B input rows x (bf16, the account features in their last
  * 8 columns) of bars `bars`, from the table (kernels/p1.cuh fh_launch_layer1_p1), on stream s. */
