@@ -4,7 +4,7 @@ import csv, sys, collections
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 hdr, rows = rows[0], rows[1:]
 ki, ui, vi, ii = hdr.index('Kernel Name'), hdr.index('Metric Unit'), hdr.index('Metric Value'), hdr.index('ID')
-scale = {'nsecond': 1e-3, 'usecond': 1.0, 'msecond': 1e3, 'second': 1e6}
+scale = {'nsecond': 1e-3, 'ns': 1e-3, 'usecond': 1.0, 'us': 1.0, 'msecond': 1e3, 'ms': 1e3, 'second': 1e6, 's': 1e6}
 tot, cnt, seq = collections.defaultdict(float), collections.Counter(), []
 for r in rows:
     us = float(r[vi].replace(',', '')) * scale.get(r[ui], 1.0)
