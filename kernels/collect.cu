@@ -7,7 +7,7 @@
  *                   obs (B, D) / next_obs (B, D) rows (=), fp32 or bf16, 16-byte loads and stores
  *                   (bf16 rows copy the market's bf16 feature matrix: half the bytes, same bits)
  *                   which 0 also writes act (B, 3) int32, ret (B), disc (B) via fh_replay_nstep;
- *                   which 1 writes nbar (B), the bar of s'
+ *                   which 1 writes nbar (B), the bar of s', and nslot (B), its slot
  *
  * Launch constraints: B <= batch.cap; slots in [0, capacity). Graph-capturable.
  */
@@ -46,7 +46,8 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                                             const fh_bf16* features_bf16, int32_t F, int32_t window,
                                             const int32_t* __restrict__ slot, int32_t B,
                                             int32_t* __restrict__ act, float* __restrict__ ret,
-                                            float* __restrict__ disc, int32_t* __restrict__ nbar, T* obs,
+                                            float* __restrict__ disc, int32_t* __restrict__ nbar,
+                                            int32_t* __restrict__ nslot, T* obs,
                                             T* next_obs, int32_t ld) {
   const int lane = threadIdx.x & 31;
   const int64_t w = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
@@ -69,7 +70,10 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
   } else {
     const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
     src = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
-    if (lane == 0 && next_obs) nbar[j] = v.bar[src];
+    if (lane == 0 && next_obs) {
+      nbar[j] = v.bar[src];
+      nslot[j] = (int32_t)src;
+    }
   }
   T* dst = which == 0 ? obs : next_obs;
   if (!dst) return;
@@ -92,17 +96,17 @@ static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& 
     const char* e = getenv("FH_GATHER_BF16_SOURCE");  /* "0": convert from fp32 (for comparisons) */
     if (fb && F % 8 == 0 && ld % 8 == 0 && !(e && e[0] == '0')) {
       replay_gather_kernel<T, true, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                 b.act, b.ret, b.disc, b.nbar, obs, next_obs, ld);
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
       FH_LAUNCH_CHECK();
       return FH_OK;
     }
   }
   if (fh_gather_vec_ok(F, window, ld))
     replay_gather_kernel<T, true, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                b.act, b.ret, b.disc, b.nbar, obs, next_obs, ld);
+                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   else
     replay_gather_kernel<T, false, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                 b.act, b.ret, b.disc, b.nbar, obs, next_obs, ld);
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

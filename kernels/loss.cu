@@ -76,7 +76,7 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view_t<L> on_s, fh_heads_view
   float* sm = r_tg + rf;
   float* st = sm + FH_MAX_ATOMS_GPU;
   fh_dev_stage_row(on_sn, i, lane, r_sn);
-  fh_dev_stage_row(tg_sn, i, lane, r_tg);
+  fh_dev_stage_row(tg_sn, (int)fh_view_row(tg_sn, i), lane, r_tg);
   fh_dev_stage_row(on_s, i, lane, r_s);
 
   /* target distribution (or target value) from the double-DQN actions */
@@ -216,6 +216,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kFastWarps + w;
   if (i >= B) return;
+  const int64_t ti = fh_view_row(tg_sn, i);  /* target(s')'s row: the sample's, or its slot's in the cache */
   const int nb = on_s.nb, atoms = on_s.atoms;
   const bool ok[2] = {lane < atoms, lane + 32 < atoms};
   const float vmin = on_s.v_min, vmax = on_s.v_max;
@@ -230,7 +231,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
     const int j = lane + 32 * k;
-    tv[k] = ok[k] ? fh_ldg_f32(tg_sn.v + (int64_t)i * tg_sn.ldv + j) : 0.0f;
+    tv[k] = ok[k] ? fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + j) : 0.0f;
     ov[k] = ok[k] ? fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + j) : 0.0f;
   }
 #pragma unroll
@@ -238,7 +239,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     const int n = d < nb ? on_s.n[d] : 0;
     int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n ? n - 1 : a0);
-    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : nullptr;
+    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : nullptr;
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
@@ -611,6 +612,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kFastWarps + w;
   if (i >= B) return;
+  const int64_t ti = fh_view_row(tg_sn, i);  /* target(s')'s row: the sample's, or its slot's in the cache */
   const int nb = on_s.nb, atoms = on_s.atoms;
   const bool ok[2] = {lane < atoms, lane + 32 < atoms};
   /* in-row columns of this lane's atoms: loads are unconditional (values past the end unused) */
@@ -691,14 +693,14 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   int ad[NB];
 #pragma unroll
   for (int k = 0; k < 2; ++k) {
-    tv[k] = fh_ldg_f32(tg_sn.v + (int64_t)i * tg_sn.ldv + jc[k]);
+    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
     ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
   }
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
-    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] : tg_sn.a[0] + (int64_t)i * tg_sn.lda[0];
+    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
@@ -742,7 +744,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
           astar = a;
         }
       }
-    const L* pt = d < nb ? tg_sn.a[d] + (int64_t)i * tg_sn.lda[d] + astar * atoms : nullptr;
+    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] + astar * atoms : nullptr;
 #pragma unroll
     for (int k = 0; k < 2; ++k)
       xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;

@@ -25,9 +25,19 @@ struct fh_heads_view_t {
   int nb;                           /* branches */
   int atoms;                        /* 1 = plain Q; > 1 = C51 */
   float v_min, v_max;
+  const int32_t* rows;              /* nullptr: sample i is row i; else row rows[i] (the loss's target(s') read
+                                       from the target cache, one row per replay slot: net.h) */
 };
 typedef fh_heads_view_t<float> fh_heads_view;
 typedef fh_heads_view_t<fh_bf16> fh_heads_view_bf16;
+
+#ifdef __CUDACC__
+/* The row of sample i in view h. */
+template <typename L>
+__device__ __forceinline__ int64_t fh_view_row(const fh_heads_view_t<L>& h, int64_t i) {
+  return h.rows ? (int64_t)h.rows[i] : i;
+}
+#endif
 
 /* Gradient outputs of the loss w.r.t. the head logits of online(s) (GEMM operand dtype). */
 template <typename T>

@@ -3,6 +3,7 @@
  * the first layer of a batch from its bars' P1 rows.
  *
  *   market_windows_kernel  one warp per row: fh_gather_obs_row with zero account features
+ *   slot_states_kernel     one thread per (slot, account feature)
  *   layer1_p1_kernel       a thread owns 4 output columns and walks rows, 4 at a time with every load
  *                          issued first: per row one float4 of the P1 row, the row's 8 account
  *                          features (one 16-byte load where D % 8 == 0), one 8-byte store; W1's account
@@ -130,6 +131,28 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
     layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   else
     layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+static __global__ void slot_states_kernel(const int32_t* __restrict__ bar, const float* __restrict__ account,
+                                          int64_t slot0, int32_t n, int32_t* __restrict__ bars,
+                                          fh_bf16* __restrict__ x, int32_t D) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= (int64_t)n * FH_ENV_ACCOUNT) return;
+  const int64_t r = t / FH_ENV_ACCOUNT;
+  const int k = (int)(t - r * FH_ENV_ACCOUNT);
+  const int64_t slot = slot0 + r;
+  if (k == 0) bars[r] = bar[slot];
+  x[r * D + (D - FH_ENV_ACCOUNT) + k] = fh_from_f32<fh_bf16>(account[slot * FH_ENV_ACCOUNT + k]);
+}
+
+fh_status fh_launch_slot_states(const int32_t* bar, const float* account, int64_t slot0, int32_t n, int32_t* bars,
+                                fh_bf16* x, int32_t D, cudaStream_t s) {
+  if (n <= 0) return FH_OK;
+  if (!bar || !account || !bars || !x || slot0 < 0 || D < FH_ENV_ACCOUNT) return FH_ERR_INVALID_ARGUMENT;
+  const int64_t threads = (int64_t)n * FH_ENV_ACCOUNT;
+  slot_states_kernel<<<(unsigned)CEIL_DIV(threads, (int64_t)256), 256, 0, s>>>(bar, account, slot0, n, bars, x, D);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

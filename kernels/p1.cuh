@@ -15,8 +15,14 @@
  *                                                         input row r (bf16, as the GEMM would read them),
  *                                                         b1 / W1 the bf16 shadow the GEMM would read;
  *                                                         fp32 sums, one bf16 rounding. h1 % 8 == 0.
+ *   fh_launch_slot_states(bar, account, slot0, n, bars, x, D, s)
+ *                                                         the stored states of replay slots slot0..slot0+n-1
+ *                                                         as input rows of fh_launch_layer1_p1: bars (n) =
+ *                                                         their bars, the account columns D-8..D-1 of x (n, D)
+ *                                                         = their account features in bf16 (as the gather
+ *                                                         writes them); the market columns are not written
  *
- * Both launchers are graph-capturable and synchronise nothing.
+ * The launchers are graph-capturable and synchronise nothing.
  */
 #ifndef FH_P1_CUH
 #define FH_P1_CUH
@@ -33,5 +39,8 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
 fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const int32_t* bars, const fh_bf16* x,
                               int32_t D, const fh_bf16* w1, const fh_bf16* b1, int32_t h1, int32_t B, fh_bf16* a1,
                               cudaStream_t s);
+
+fh_status fh_launch_slot_states(const int32_t* bar, const float* account, int64_t slot0, int32_t n, int32_t* bars,
+                                fh_bf16* x, int32_t D, cudaStream_t s);
 
 #endif /* FH_P1_CUH */

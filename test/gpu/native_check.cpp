@@ -289,31 +289,45 @@ static bool stats_equal(const fh_epoch_stats& a, const fh_epoch_stats& b) {
 
 static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   fh_config c1 = small_config(gpu, 1, 0, 1, 51), c0 = small_config(gpu, 1, 0, 0, 51);
+  /* the target cache on although this config's fills cost more than its steps save (its cost test says off) */
+  setenv("FH_TARGET_CACHE", "1", 1);
   fh_trainer* a = make(gpu, c1, M, "cuda graphs on");
   fh_trainer* b = make(gpu, c0, M, "cuda graphs off");
   /* the train step without the next batch's sampling on the side stream (the order of old) */
   setenv("FH_TRAIN_PREFETCH", "0", 1);
   fh_trainer* np = make(gpu, c1, M, "cuda graphs on, no prefetch");
   unsetenv("FH_TRAIN_PREFETCH");
-  /* the next batch prefetched but not its target forward (hard updates every 4 of the 6 steps of an epoch:
-   * steps right after one compute their own target forward) */
+  /* without the target cache (hard updates every 4 of the 6 steps of an epoch; the replay ring of 64 rows wraps in
+   * epoch 4): the next step's target forward on the side stream, and (nt) every step computing its own */
+  setenv("FH_TARGET_CACHE", "0", 1);
+  fh_trainer* tp = make(gpu, c1, M, "cuda graphs on, no target cache");
   setenv("FH_TARGET_PREFETCH", "0", 1);
-  fh_trainer* nt = make(gpu, c1, M, "cuda graphs on, no target prefetch");
+  fh_trainer* nt = make(gpu, c1, M, "cuda graphs on, no target cache, no target prefetch");
   unsetenv("FH_TARGET_PREFETCH");
-  if (!a || !b || !np || !nt) return;
-  bool same = true, syncs = true, finite = true, same_np = true, same_nt = true;
-  fh_epoch_stats sa{}, sb{}, sn{}, st{};
+  unsetenv("FH_TARGET_CACHE");
+  if (!a || !b || !np || !tp || !nt) return;
+  {
+    fh_info ia, it;
+    gpu.info(a, &ia);
+    gpu.info(tp, &it);
+    printf("      engines: %s | %s\n", ia.engine, it.engine);
+    check(strstr(ia.engine, "target cache") && !strstr(it.engine, "target cache") && strstr(it.engine, "target prefetch"),
+          "the target cache is on with FH_TARGET_CACHE=1 and off with FH_TARGET_CACHE=0");
+  }
+  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true;
+  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{};
   for (int e = 0; e < 4; ++e) {
     fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn),
-              s4 = gpu.run_epoch(nt, &st);
-    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK) {
-      printf("FAIL  run_epoch: %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
-             s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(nt) : "ok");
+              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st);
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
+             s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(tp) : "ok", s5 ? gpu.last_error(nt) : "ok");
       ++g_fail;
       return;
     }
     same = same && stats_equal(sa, sb);
     same_np = same_np && stats_equal(sa, sn);
+    same_tp = same_tp && stats_equal(sa, sp);
     same_nt = same_nt && stats_equal(sa, st);
     syncs = syncs && sa.host_syncs == 1.0 && sb.host_syncs == 1.0;
     finite = finite && std::isfinite(sa.loss_mean) && std::isfinite(sa.grad_norm_max);
@@ -336,10 +350,15 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
     check(same_np && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
           "next-batch prefetch on == off (FH_TRAIN_PREFETCH=0): epoch stats and online params bit for bit");
     gpu.destroy(np);
+    gpu.get_params(tp, 0, pn.data(), info.n_params);
+    check(same_tp && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
+          "target(s') from the target cache == computed in the steps (FH_TARGET_CACHE=0), with hard target updates "
+          "inside the epochs and the replay ring wrapping: epoch stats and online params bit for bit");
+    gpu.destroy(tp);
     gpu.get_params(nt, 0, pn.data(), info.n_params);
     check(same_nt && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
-          "next-step target forward on the side stream == on its own step (FH_TARGET_PREFETCH=0), with hard target "
-          "updates inside the epochs: epoch stats and online params bit for bit");
+          "next-step target forward on the side stream == on its own step (FH_TARGET_CACHE=0 FH_TARGET_PREFETCH=0), "
+          "with hard target updates inside the epochs: epoch stats and online params bit for bit");
     gpu.destroy(nt);
   }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cmath>
 #include <vector>
 
 static inline char* fh_byte_ptr(void* p, int64_t elems, fh_dtype t) {
@@ -362,6 +363,8 @@ fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
   return net_forward_x(net, p, which, net->pass[p].x, B, want_q, false);
 }
 
+static bool fh_net_target_cached(const fh_net* net) { return net->tcache && net->tcache->on && net->tc_rows; }
+
 template <typename T>
 static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                const float* weight) {
@@ -373,11 +376,18 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
     g.a[d] = static_cast<T*>(net->dlog[d + 1]);
     g.lda[d] = L.out_pad[d + 1];
   }
-  /* the three heads views of the training passes, in their logits dtype */
+  /* the three heads views of the training passes, in their logits dtype; target(s') from the cache rows of the
+   * batch's s' slots when the trainer set them */
   auto launch = [&](auto tag) {
     using L_ = decltype(tag);
-    return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), fh_net_view<L_>(net, 2), act, ret,
-                                 disc, weight, B, net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
+    fh_heads_view_t<L_> tg = fh_net_view<L_>(net, 2);
+    if (fh_net_target_cached(net)) {
+      tg.v = static_cast<const L_*>(net->tcache->logits[0]);
+      for (int d = 0; d < L.n_branches; ++d) tg.a[d] = static_cast<const L_*>(net->tcache->logits[d + 1]);
+      tg.rows = net->tc_rows;
+    }
+    return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), tg, act, ret, disc, weight, B,
+                                 net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
   };
   return net->pass[0].ldt == FH_BF16 ? launch(fh_bf16{}) : launch(float{});
 }
@@ -593,7 +603,7 @@ fh_status fh_net_target_forward(fh_net* net, int32_t B, const void* x, const int
 fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                               const float* weight, bool mean, bool target_ready) {
   if (B <= 0 || B > net->cap) return FH_ERR_INVALID_ARGUMENT;
-  FH_TRY(fh_net_train_forwards(net, B, target_ready));
+  FH_TRY(fh_net_train_forwards(net, B, target_ready || fh_net_target_cached(net)));
   if (!(net->knockout & FH_KO_LOSS))
     FH_TRY(net->op == FH_BF16 ? fh_net_loss_t<fh_bf16>(net, B, act, ret, disc, weight)
                               : fh_net_loss_t<float>(net, B, act, ret, disc, weight));
@@ -728,4 +738,108 @@ fh_status fh_net_layer1_from_table(const fh_net* net, const fh_target_p1& tp, co
   const fh_bf16* S = static_cast<const fh_bf16*>(net->target_sh);
   return fh_launch_layer1_p1(tp.table, tp.bar0, tp.n, bars, static_cast<const fh_bf16*>(x), L.D, S + L.W1, S + L.b1,
                              L.h1, B, static_cast<fh_bf16*>(a1), s);
+}
+
+/* ------------------------------------------------------------------ the target cache */
+
+void fh_target_cache_free(fh_target_cache* tc, fh_net* net) {
+  if (!tc) return;
+  for (int k = 0; k < FH_NET_HEADS; ++k)
+    if (tc->logits[k]) cudaFree(tc->logits[k]);
+  if (tc->bars) cudaFree(tc->bars);
+  if (tc->x) cudaFree(tc->x);
+  if (tc->fork) cudaEventDestroy(tc->fork);
+  if (tc->join) cudaEventDestroy(tc->join);
+  if (net && net->tcache == tc) {
+    net->tcache = nullptr;
+    net->tc_rows = nullptr;
+  }
+  memset(tc, 0, sizeof *tc);
+}
+
+static fh_status tc_off(fh_target_cache* tc, const char* why) {
+  snprintf(tc->why, sizeof tc->why, "%s", why);
+  tc->on = 0;
+  return FH_OK;
+}
+
+fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_target_p1& tp, int64_t capacity,
+                                int32_t chunk, const fh_config& cfg) {
+  memset(tc, 0, sizeof *tc);
+  const fh_layout& L = net->L;
+  const char* e = getenv("FH_TARGET_CACHE");
+  if (e && strcmp(e, "0") == 0) return tc_off(tc, "FH_TARGET_CACHE=0");
+  if (!tp.on) return tc_off(tc, "no target first-layer table");
+  if (chunk <= 0 || chunk > net->cap || capacity < chunk) return tc_off(tc, "the replay holds fewer slots than a batch");
+  if (capacity > ((int64_t)1 << 31) - 1) return tc_off(tc, "the replay has more slots than int32 indices");
+  /* worth it only when an epoch's fills (the collected rows, and all rows after each hard update) run fewer
+   * batch-sized target forwards than half the epoch's train steps would (the reference: 25 + 341/2000 x 128
+   * = 47 against 341); FH_TARGET_CACHE=1 skips this test */
+  const double per_epoch = std::ceil((double)cfg.episode_len * cfg.n_envs / chunk) +
+                           (double)cfg.train_steps / cfg.target_update_every * std::ceil((double)capacity / chunk);
+  if (!(e && strcmp(e, "1") == 0) && per_epoch > 0.5 * cfg.train_steps) {
+    char why[sizeof tc->why];
+    snprintf(why, sizeof why, "its fills would cost %.0f target forwards an epoch against %d train steps", per_epoch,
+             cfg.train_steps);
+    return tc_off(tc, why);
+  }
+  const size_t es = fh_dtype_size(net->pass[2].ldt);
+  size_t bytes = (size_t)chunk * (L.D * sizeof(fh_bf16) + sizeof(int32_t));
+  for (int k = 0; k < L.n_heads; ++k) bytes += (size_t)capacity * L.out_pad[k] * es;
+  size_t free_b = 0, total_b = 0;
+  FH_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+  if ((double)bytes > 0.25 * (double)free_b) {
+    char why[sizeof tc->why];
+    snprintf(why, sizeof why, "the cache (%zu MiB) is more than a quarter of free device memory", bytes >> 20);
+    return tc_off(tc, why);
+  }
+  bool ok = true;
+  for (int k = 0; k < L.n_heads && ok; ++k)
+    ok = cudaMalloc(&tc->logits[k], (size_t)capacity * L.out_pad[k] * es) == cudaSuccess &&
+         cudaMemset(tc->logits[k], 0, (size_t)capacity * L.out_pad[k] * es) == cudaSuccess;
+  ok = ok && cudaMalloc((void**)&tc->bars, (size_t)chunk * sizeof(int32_t)) == cudaSuccess;
+  ok = ok && cudaMalloc((void**)&tc->x, (size_t)chunk * L.D * sizeof(fh_bf16)) == cudaSuccess &&
+       cudaMemset(tc->x, 0, (size_t)chunk * L.D * sizeof(fh_bf16)) == cudaSuccess;
+  ok = ok && cudaEventCreateWithFlags(&tc->fork, cudaEventDisableTiming) == cudaSuccess &&
+       cudaEventCreateWithFlags(&tc->join, cudaEventDisableTiming) == cudaSuccess;
+  if (!ok) {
+    cudaGetLastError(); /* not sticky: clear it */
+    fh_target_cache_free(tc, net);
+    return tc_off(tc, "no device memory for the cache");
+  }
+  tc->capacity = capacity;
+  tc->chunk = chunk;
+  tc->on = 1;
+  net->tcache = tc;
+  return FH_OK;
+}
+
+fh_status fh_target_cache_fill(const fh_target_cache& tc, fh_net* net, const int32_t* bar, const float* account,
+                               int64_t slot0, int64_t count, cudaStream_t from) {
+  if (!tc.on || count <= 0) return FH_OK;
+  if (slot0 < 0 || slot0 + count > tc.capacity || !bar || !account) return FH_ERR_INVALID_ARGUMENT;
+  const fh_layout& L = net->L;
+  fh_net_pass& P2 = net->pass[2];
+  const size_t es = fh_dtype_size(P2.ldt);
+  FH_CUDA_TRY(cudaEventRecord(tc.fork, from));
+  FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, tc.fork, 0));
+  void* keep_logits[FH_NET_HEADS];
+  for (int k = 0; k < L.n_heads; ++k) keep_logits[k] = P2.logits[k];
+  const int32_t* keep_bars = net->tp1_bars;
+  fh_status st = FH_OK;
+  for (int64_t off = 0; off < count && st == FH_OK; off += tc.chunk) {
+    int64_t c0 = slot0 + off;
+    if (c0 + tc.chunk > tc.capacity) c0 = tc.capacity - tc.chunk;
+    st = fh_launch_slot_states(bar, account, c0, tc.chunk, tc.bars, tc.x, L.D, P2.s);
+    if (st != FH_OK) break;
+    for (int k = 0; k < L.n_heads; ++k) P2.logits[k] = static_cast<char*>(tc.logits[k]) + c0 * L.out_pad[k] * es;
+    net->tp1_bars = tc.bars;
+    st = net_forward_x(net, 2, 1, tc.x, tc.chunk, 0, false);
+  }
+  for (int k = 0; k < L.n_heads; ++k) P2.logits[k] = keep_logits[k];
+  net->tp1_bars = keep_bars;
+  FH_TRY(st);
+  FH_CUDA_TRY(cudaEventRecord(tc.join, P2.s));
+  FH_CUDA_TRY(cudaStreamWaitEvent(from, tc.join, 0));
+  return FH_OK;
 }

@@ -62,7 +62,8 @@ struct fh_net_pass {
   cudaEvent_t fork, join[FH_NET_HEADS];
 };
 
-struct fh_target_p1; /* below */
+struct fh_target_p1;    /* below */
+struct fh_target_cache; /* below */
 
 struct fh_net {
   fh_layout L;
@@ -95,6 +96,11 @@ struct fh_net {
    * tp1_bars NULL the target's first layer is the GEMM */
   const fh_target_p1* tp1;
   const int32_t* tp1_bars;
+  /* the target cache (fh_target_cache below; NULL or off: none): while the trainer launches a train step it
+   * points tc_rows at the batch's s' slots, and the loss reads target(s') from the cache rows of those slots
+   * instead of running the target forward */
+  const fh_target_cache* tcache;
+  const int32_t* tc_rows;
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
@@ -207,5 +213,37 @@ void fh_target_p1_free(fh_target_p1* tp, fh_net* net);  /* idempotent */
  * 8 columns) of bars `bars`, from the table (kernels/p1.cuh fh_launch_layer1_p1), on stream s. */
 fh_status fh_net_layer1_from_table(const fh_net* net, const fh_target_p1& tp, const void* x, const int32_t* bars,
                                    int32_t B, void* a1, cudaStream_t s);
+
+/* The target cache: the target net's head outputs (pass 2's dtype and row layout) of the state stored in every
+ * replay slot. target(s') of a sampled transition is the target forward of the state stored n rows later
+ * (kernels/replay.cuh), a function of that slot's stored bar and account features and of the target weights
+ * alone, and the target changes only at its hard updates; so the owner fills the rows of the slots that
+ * collection writes (every epoch) and all rows after every change of the target (with the first-layer table,
+ * which it needs), and a train step's loss reads the rows of its batch's s' slots (batch nslot) instead of
+ * running target(s') over the batch. The fill runs the train step's own target forward (pass 2, the table's
+ * first layer) over chunks of exactly `chunk` consecutive slots, the batch size, so every row gets the bits
+ * the step would have computed. On with the table (bf16 mode, hard updates) when an epoch's fills cost fewer
+ * target forwards than half its train steps (FH_TARGET_CACHE=1: whenever it can be on; =0: off), unless the
+ * memory (capacity x the head widths) is more than a quarter of what is free. */
+struct fh_target_cache {
+  int on;
+  void* logits[FH_NET_HEADS];   /* (capacity, out_pad[k]) */
+  int32_t* bars;                /* (chunk) scratch: the bars of a chunk's states */
+  fh_bf16* x;                   /* (chunk, D) scratch input rows: only their account columns are written and read */
+  int64_t capacity;
+  int32_t chunk;
+  cudaEvent_t fork, join;
+  char why[128];                /* why it is off ("" when on) */
+};
+
+/* Decide and allocate (rows zero); off is not an error (why says it). On: also points net->tcache at tc. */
+fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_target_p1& tp, int64_t capacity,
+                                int32_t chunk, const fh_config& cfg);
+/* Rows [slot0, slot0 + count) (within the capacity) from the replay's stored bars (capacity) and account
+ * features (capacity, 8) with the target's current weights and table, on pass 2's streams forked off and
+ * joined back into `from`. Chunks that would run past the range start earlier (rows recomputed, same bits). */
+fh_status fh_target_cache_fill(const fh_target_cache& tc, fh_net* net, const int32_t* bar, const float* account,
+                               int64_t slot0, int64_t count, cudaStream_t from);
+void fh_target_cache_free(fh_target_cache* tc, fh_net* net);  /* idempotent */
 
 #endif /* FH_CUDA_NET_H */

@@ -93,6 +93,7 @@ struct fh_cuda_batch {
   float* ret;            /* (B) n-step return (stops at done) */
   float* disc;           /* (B) gamma^n, or 0 when the episode ended inside the n steps */
   int32_t* nbar;         /* (B) bar of s' (its row of the target's first-layer table, kernels/p1.cuh) */
+  int32_t* nslot;        /* (B) slot of s' (the stored state n rows later: its row of the target cache, net.h) */
 };
 
 fh_status fh_cuda_batch_alloc(int32_t cap, fh_cuda_batch* out);
@@ -117,7 +118,7 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
                                int64_t beta_steps, cudaStream_t s, int64_t step_offset = 0);
 
 /* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
- * ret, disc, nbar (with next_obs), and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored
+ * ret, disc, nbar and nslot (with next_obs), and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored
  * account features (s, and s' = the row n later). obs/next_obs may be NULL. One block per sample. */
 fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
                                   const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,

@@ -113,6 +113,7 @@ static fh_status batch_alloc(fh_cuda_batch* b) {
   FH_ALLOC_ZERO(b->ret, sizeof(float) * n);
   FH_ALLOC_ZERO(b->disc, sizeof(float) * n);
   FH_ALLOC_ZERO(b->nbar, sizeof(int32_t) * n);
+  FH_ALLOC_ZERO(b->nslot, sizeof(int32_t) * n);
   return FH_OK;
 }
 
@@ -136,5 +137,6 @@ void fh_cuda_batch_free(fh_cuda_batch* b) {
   cudaFree(b->ret);
   cudaFree(b->disc);
   cudaFree(b->nbar);
+  cudaFree(b->nslot);
   memset(b, 0, sizeof *b);
 }

@@ -103,6 +103,7 @@ struct fh_trainer {
   bool have_bb[2] = {false, false};
   fh_net net{};
   fh_target_p1 tp1{};            /* the target's first-layer table (net.h); tp1.why says why it is off */
+  fh_target_cache tcache{};      /* target(s') of every replay slot's state (net.h); tcache.why says why it is off */
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -320,16 +321,35 @@ static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
   const int set = (flags & TS_ODD) ? 1 : 0;
   t->net.pass[0].x = t->xs[set];
   t->net.tp1_bars = t->tp1.on ? t->bb[set].nbar : nullptr;
+  t->net.tc_rows = t->tcache.on ? t->bb[set].nslot : nullptr;
   const fh_status st = launch_train_step_body(t, flags);
   t->net.pass[0].x = t->xs[0];
   t->net.tp1_bars = nullptr;
+  t->net.tc_rows = nullptr;
   return st;
 }
 
 /* After a change of the target's weights (hard update, set_params, checkpoint load): the first-layer
  * table again, on the train stream (stream-ordered before the next step). */
+static fh_status fill_target_cache(fh_trainer* t, int64_t slot0, int64_t count) {
+  return fh_target_cache_fill(t->tcache, &t->net, t->replay.v.bar, t->replay.v.account, slot0, count, train_stream(t));
+}
+
+/* The target cache rows of the slots of collection rows row0 .. row0 + nrows - 1 (logical rows: the ring wraps),
+ * on the train stream: after every collection, before the epoch's first train step reads them. */
+static fh_status fill_target_cache_rows(fh_trainer* t, int64_t row0, int64_t nrows) {
+  if (!t->tcache.on || nrows <= 0) return FH_OK;
+  const int64_t R = t->replay.rows, N = t->replay.n_envs;
+  if (nrows >= R) return fill_target_cache(t, 0, t->replay.capacity);
+  const int64_t r0 = row0 % R, first = nrows < R - r0 ? nrows : R - r0;
+  FH_TRY(fill_target_cache(t, r0 * N, first * N));
+  return nrows > first ? fill_target_cache(t, 0, (nrows - first) * N) : FH_OK;
+}
+
+/* After a change of the target's weights: the first-layer table, then every row of the target cache. */
 static fh_status refresh_target_p1(fh_trainer* t) {
-  return fh_target_p1_refresh(t->tp1, &t->net, t->dm.view, t->cfg.window, train_stream(t));
+  FH_TRY(fh_target_p1_refresh(t->tp1, &t->net, t->dm.view, t->cfg.window, train_stream(t)));
+  return fill_target_cache(t, 0, t->replay.capacity);
 }
 
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
@@ -383,6 +403,7 @@ static void destroy_all(fh_trainer* t) {
   if (t->have_replay) fh_cuda_replay_free(&t->replay);
   if (t->have_envs) fh_cuda_envs_free(&t->envs);
   if (t->have_dm) fh_cuda_market_free(&t->dm);
+  fh_target_cache_free(&t->tcache, &t->net);
   fh_target_p1_free(&t->tp1, &t->net);
   if (t->have_net) fh_net_destroy(&t->net);
   if (t->h_loss) cudaFreeHost(t->h_loss);
@@ -519,6 +540,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   t->have_net = true;
   TR_TRY(t, fh_eval_fused_setup(&t->ev, &t->net, -1), "fused evaluation setup");
   TR_TRY(t, fh_target_p1_setup(&t->tp1, &t->net, t->dm.view, c.window, c), "target first-layer table");
+  TR_TRY(t, fh_target_cache_setup(&t->tcache, &t->net, t->tp1, t->replay.capacity, t->batch, c), "target cache");
+  TR_TRY(t, fill_target_cache(t, 0, t->replay.capacity), "target cache");
   TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb[0]), "batch allocation");
   t->have_bb[0] = true;
   t->xs[0] = t->net.pass[0].x;
@@ -530,7 +553,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     /* the next step's target forward on the side stream too, unless FH_TARGET_PREFETCH=0 or the target
      * changes at every step (Polyak, or a hard copy every step) */
     const char* tpe = getenv("FH_TARGET_PREFETCH");
-    t->target_prefetch = t->prefetch && !(tpe && tpe[0] == '0') && !(c.tau > 0.0f) && c.target_update_every != 1;
+    t->target_prefetch = t->prefetch && !(tpe && tpe[0] == '0') && !(c.tau > 0.0f) && c.target_update_every != 1 &&
+                         !t->tcache.on;  /* with the cache no step runs a target forward */
   }
   if (t->prefetch) {
     TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
@@ -703,6 +727,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
+  if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
   if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
@@ -741,6 +767,8 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const bool can_train = S > 0 && env_step_after > c.n_step && stored >= c.learning_starts;
   const int32_t steps = can_train ? S : 0;
   TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
+  /* the target cache rows of the slots this collection wrote (before any step reads them) */
+  TR_TRY(t, fill_target_cache_rows(t, t->env_step, T), "target cache");
   /* Between launches the host reads the steps the device has recorded (mapped memory, no sync): a
    * loss or grad norm that is not finite stops the epoch early instead of after all S steps. */
   *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
