@@ -161,9 +161,9 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
  * nlanes = 256 / (n / 8) row lanes x n / 8 column chunks (one 16-byte load per row), so that most
  * threads work where the wide kernel above would leave three quarters of its block idle; the row
  * lanes' sums are reduced in shared memory in a fixed order. */
-static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                         int ld, int B, int n, float* __restrict__ partial) {
-  __shared__ float sm[kColsumTx * kColsumTy * 8];
+__device__ __forceinline__ void fh_relu_bwd_partial_narrow(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
+                                                           int ld, int B, int n, float* __restrict__ partial,
+                                                           float* sm) {
   const int tid = threadIdx.y * kColsumTx + threadIdx.x;
   const int nc = n / 8, nlanes = (kColsumTx * kColsumTy) / nc;
   const int lane = tid / nc, c0 = (tid - lane * nc) * 8;
@@ -184,6 +184,57 @@ static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ d
     for (int y = 0; y < nlanes; ++y) sum += sm[y * n + tid];
     partial[(int64_t)blockIdx.y * n + tid] = sum;
   }
+}
+
+static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
+                                                         int ld, int B, int n, float* __restrict__ partial) {
+  __shared__ float sm[kColsumTx * kColsumTy * 8];
+  fh_relu_bwd_partial_narrow(dy, act, ld, B, n, partial, sm);
+}
+
+/* Several narrow column sums in one launch (blockIdx.z = the problem), each problem's partials exactly those
+ * of its own fh_relu_bwd_partial_narrow_kernel launch. */
+static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B) {
+  __shared__ float sm[kColsumTx * kColsumTy * 8];
+  const fh_colsum_problem& p = m.p[blockIdx.z];
+  fh_relu_bwd_partial_narrow(p.dy, nullptr, p.ld, B, p.n, p.partial, sm);
+}
+
+/* The finishes of those problems in one launch: one warp per column of all of them, each column summed as
+ * fh_colsum_finish_kernel sums it. */
+static __global__ void fh_colsum_finish_multi_kernel(fh_colsum_multi m, int chunks) {
+  int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  int k = 0;
+  while (k < m.count && col >= m.p[k].n) col -= m.p[k++].n;
+  if (k >= m.count) return;
+  const fh_colsum_problem& p = m.p[k];
+  float t = 0.0f;
+  for (int c = lane; c < chunks; c += 32) t += p.partial[(int64_t)c * p.n + col];
+  t = fh_warp_sum(t);
+  if (lane == 0) p.out[col] = t;
+}
+
+fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s) {
+  if (B <= 0 || m.count <= 0) return FH_OK;
+  if (m.count > FH_COLSUM_MULTI) return FH_ERR_INVALID_ARGUMENT;
+  int cols = 0;
+  for (int k = 0; k < m.count; ++k) {
+    const fh_colsum_problem& p = m.p[k];
+    if (!fh_colsum_multi_ok(p.dy, p.ld, p.n) || !p.partial || !p.out) return FH_ERR_INVALID_ARGUMENT;
+    cols += p.n;
+  }
+  const int chunks = CEIL_DIV(B, kColsumRowsNarrow);
+  dim3 grid(1, chunks, m.count), block(kColsumTx, kColsumTy);
+  fh_colsum_partial_multi_kernel<<<grid, block, 0, s>>>(m, B);
+  FH_LAUNCH_CHECK();
+  fh_colsum_finish_multi_kernel<<<CEIL_DIV(cols * 32, 256), 256, 0, s>>>(m, chunks);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
+  return n > 0 && n % 8 == 0 && n < kColsumTx * 8 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0;
 }
 
 /* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. */

@@ -71,6 +71,24 @@ fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, in
 /* out[c] = sum over chunks of partial[chunk * n + c], c < n (`=`), in a fixed order: the second pass of
  * fh_launch_relu_bwd_colsum, also for the column-sum partials of fh_launch_mma_gemm (ldcs = n). */
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s);
+/* Column sums of several narrow bf16 gradients (the head outputs' bias gradients) in two launches instead of two
+ * each: problem k's out (n_k) = the column sums of dy_k (B, n_k; ld_k), bit for bit what
+ * fh_launch_relu_bwd_colsum(dy_k, NULL, ...) gives (the same chunks and orders); partial_k needs
+ * fh_colsum_partial_floats(B, n_k) floats. Each problem must pass fh_colsum_multi_ok (8 <= n < 256, n and ld
+ * multiples of 8, dy on 16 bytes). */
+#define FH_COLSUM_MULTI 4
+struct fh_colsum_problem {
+  fh_bf16* dy;
+  int ld, n;
+  float* partial;
+  float* out;
+};
+struct fh_colsum_multi {
+  fh_colsum_problem p[FH_COLSUM_MULTI];
+  int count;
+};
+bool fh_colsum_multi_ok(const void* dy, int ld, int n);
+fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s);
 /* Expected Q of every branch action: q (B, sum n) fp32. */
 template <typename L>
 fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int ldq, cudaStream_t s);

@@ -290,7 +290,7 @@ fh_status fh_gemm_dx(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, i
 }
 
 fh_status fh_gemm_dw(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* X, int ldx, float* dW, float* dbias) {
-  return run_gemm(g, s, ws, op, false, true, in, out, B, X, ldx, dY, lddy, dW, FH_F32, in,
+                     int lddy, const void* X, int ldx, float* dW, float* dbias, int ldw) {
+  return run_gemm(g, s, ws, op, false, true, in, out, B, X, ldx, dY, lddy, dW, FH_F32, ldw > 0 ? ldw : in,
                   dbias ? FH_EPI_BGRADB : FH_EPI_NONE, dbias);
 }

@@ -5,7 +5,7 @@
  *
  *   fh_gemm_fwd   Y (B, out; ldy) = X (B, in; ldx) W^T + bias [ReLU]   X, W: op dtype; Y: ydt
  *   fh_gemm_dx    dX (B, in; lddx) = dY (B, out; lddy) W                dY, W: op dtype; dX: xdt
- *   fh_gemm_dw    dW (out, in) = dY^T X   fp32 output with `=` (ld = in)
+ *   fh_gemm_dw    dW (out, in; ldw, default in) = dY^T X   fp32 output with `=`
  *
  * op dtype: FH_BF16 (bf16 operands, fp32 accumulate) or FH_F32 (fp32 operands and accumulate, no
  * TF32: the deterministic mode). Bias has the output's dtype. Every call takes its stream and the
@@ -59,7 +59,7 @@ fh_status fh_gemm_dx(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, i
                      fh_relu_mask mask = fh_relu_mask{nullptr, 0});
 /* dbias (dw, optional): (out) fp32 = column sums of dY over the B rows, fused (`=`). */
 fh_status fh_gemm_dw(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, int B, int out, int in, const void* dY,
-                     int lddy, const void* X, int ldx, float* dW, float* dbias = nullptr);
+                     int lddy, const void* X, int ldx, float* dW, float* dbias = nullptr, int ldw = 0);
 
 /* Last cuBLAS error text (thread-local), for messages. */
 const char* fh_gemm_last_error(void);

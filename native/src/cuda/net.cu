@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 static inline char* fh_byte_ptr(void* p, int64_t elems, fh_dtype t) {
@@ -157,6 +158,13 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     net->dw_side = net->finish_side && !(dws && strcmp(dws, "0") == 0);
     const char* hl = getenv("FH_HEADS_LATE");
     net->heads_late = !(hl && strcmp(hl, "0") == 0);
+    /* bf16 mode: the first layer's weight gradient as its market columns (when they are a multiple of 128 and
+     * the whole width is not) + its 8 account columns (FH_DW1_SPLIT=0: one GEMM) */
+    const char* dws1 = getenv("FH_DW1_SPLIT");
+    net->dw1_split = net->op == FH_BF16 && !(dws1 && strcmp(dws1, "0") == 0) && L.D % 128 != 0 &&
+                     L.D > FH_ENV_ACCOUNT && (L.D - FH_ENV_ACCOUNT) % 128 == 0;
+    const char* cms = getenv("FH_COLSUM_MERGED");
+    net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
     net->optim_chain = oc && strcmp(oc, "1") == 0;
     const char* mh = getenv("FH_MMA_HEADS");
@@ -412,6 +420,15 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   for (int k = 1; k < L.n_heads; ++k) FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[k], P.fork, 0));
   const bool late = net->heads_late && !fused;
+  /* the heads' bias gradients as one two-launch column sum on the last head's stream (bf16 kernel path) */
+  fh_colsum_multi cm{};
+  bool merged = !fused && net->colsum_merged && std::is_same<T, fh_bf16>::value && L.n_heads <= FH_COLSUM_MULTI;
+  for (int k = 0; k < L.n_heads && merged; ++k) {
+    cm.p[k] = fh_colsum_problem{static_cast<fh_bf16*>(net->dlog[k]), L.out_pad[k], L.out_pad[k], net->colsum_part[k],
+                                G + L.bO[k]};
+    merged = fh_colsum_multi_ok(net->dlog[k], L.out_pad[k], L.out_pad[k]);
+  }
+  cm.count = L.n_heads;
   for (int k = 0; k < L.n_heads; ++k) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
@@ -422,9 +439,12 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
                         fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
       if (k > 0) FH_CUDA_TRY(cudaEventRecord(net->dx_ev[k], hs));
     }
-    if (!fused)
+    if (merged) {
+      if (k == L.n_heads - 1) FH_TRY(fh_launch_colsum_multi(cm, B, hs));
+    } else if (!fused) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
+    }
     FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                       fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
     if (!late)
@@ -465,8 +485,17 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev));
-  FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
-                    fused ? G + L.b1 : nullptr));
+  if (net->dw1_split && !fused && fs != P.s) {
+    /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
+     * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row */
+    const int mk = L.D - FH_ENV_ACCOUNT;
+    FH_TRY(fh_gemm_dw(net->gemm, fs, P.ws[1], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, fh_byte_ptr(P.x, mk, op),
+                      L.D, G + L.W1 + mk, nullptr, L.D));
+    FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, P.x, L.D, G + L.W1, nullptr, L.D));
+  } else {
+    FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
+                      fused ? G + L.b1 : nullptr));
+  }
   if (late) /* the heads' bias and weight gradients (head stream 1 is joined below when it is fs) */
     for (int k = 1; k < L.n_heads; ++k)
       if (P.hs[k] != fs) {

@@ -116,6 +116,12 @@ struct fh_net {
                                    gradient first and the main stream waits only for those (dx_ev); the heads' bias
                                    and weight gradients are joined at the end of the backward */
   cudaEvent_t dx_ev[FH_NET_HEADS];
+  int dw1_split;                /* bf16 kernel path with the finishes on head stream 1: dW1's market columns (a
+                                   multiple of 128) on the main stream and its 8 account columns on head stream 1
+                                   (FH_DW1_SPLIT=0: one GEMM over all D columns) */
+  int colsum_merged;            /* 1 (default; FH_COLSUM_MERGED=0 off), bf16 kernel path: the head outputs' bias
+                                   gradients as one column-sum launch + one finish for every head (on the last head's
+                                   stream) instead of two launches per head; the same bits */
   int dw_side;                  /* 1 (default with finish_side; FH_DW_SIDE=0 off), kernel path: the head layer's and
                                    trunk 2's weight-gradient GEMMs on head stream 1 after their finishes, beside the
                                    main stream's input gradients */
