@@ -9,8 +9,9 @@
  *
  * op dtype: FH_BF16 (bf16 operands, fp32 accumulate) or FH_F32 (fp32 operands and accumulate, no
  * TF32: the deterministic mode). Bias has the output's dtype. Every call takes its stream and the
- * workspace of that stream (concurrent streams must not share one). Algorithms are picked by the
- * cuBLASLt heuristic once per shape and cached; the first call of a shape must not be inside a
+ * workspace of that stream (concurrent streams must not share one). Algorithms are picked once per shape
+ * and cached: the heuristic's top 16, each timed in FH_GEMM_TUNE_ROUNDS sweeps (default 3; FH_GEMM_AUTOTUNE=0
+ * keeps its first; FH_GEMM_TUNE_LOG=1 prints the times); the first call of a shape must not be inside a
  * graph capture (the trainer warms every shape eagerly first). Nothing synchronises.
  * The fused ReLU-mask / bias-gradient epilogues return FH_ERR_UNSUPPORTED (no error is set) when
  * cuBLASLt has no algorithm for them; the network then falls back to its own kernels.
