@@ -133,14 +133,14 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * bumped counter), then per element Adam, the shadow, and the target update from the new p (the value
  * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
  * block with the last one (every block has read *step by then) writes *step = t, the norm and the
- * clip factor, and atomicInc wraps the ticket back to 0 for the next launch. */
+ * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
 template <typename T>
 static __global__ void __launch_bounds__(kSumThreads)
 fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, const float* __restrict__ g,
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
-                   int every, float tau) {
+                   int every, float tau, fh_step_record rec) {
   __shared__ double sh[32];
   __shared__ float s_c[4];
   int64_t t = 0;
@@ -191,6 +191,15 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
       *step = t;
       *norm_out = ns.x;
       *scale_out = ns.y;
+      if (rec.loss_hist) { /* the step record (fh_record_step_kernel's writes) */
+        const int64_t k = (t - 1) % rec.cap;
+        rec.loss_hist[k] = *rec.loss;
+        rec.gnorm_hist[k] = ns.x;
+        if (rec.done) {
+          __threadfence_system();
+          *reinterpret_cast<volatile int64_t*>(rec.done) = t;
+        }
+      }
     }
   }
 }
@@ -199,7 +208,7 @@ template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
-                                   int target_every, float tau, cudaStream_t s) {
+                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec) {
   /* 16-byte groups of the fp32 vectors, 4-element groups of the shadows */
   const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
@@ -211,14 +220,17 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   if (blocks < 1) blocks = 1;
   fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                  norm_out, scale_out, step, ticket, clip, lr, beta1,
-                                                                 beta2, eps, target_every, tau);
+                                                                 beta2, eps, target_every, tau,
+                                                                 rec ? *rec : fh_step_record{});
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
 template fh_status fh_launch_optimise_fused<float>(int64_t, float*, float*, const float*, float*, float*, float*,
                                                    float*, double*, float*, float*, int64_t*, unsigned int*, float,
-                                                   float, float, float, float, int, float, cudaStream_t);
+                                                   float, float, float, float, int, float, cudaStream_t,
+                                                   const fh_step_record*);
 template fh_status fh_launch_optimise_fused<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, float*,
                                                      fh_bf16*, double*, float*, float*, int64_t*, unsigned int*,
-                                                     float, float, float, float, float, int, float, cudaStream_t);
+                                                     float, float, float, float, float, int, float, cudaStream_t,
+                                                     const fh_step_record*);

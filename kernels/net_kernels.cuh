@@ -129,11 +129,20 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * launch's blocks count themselves on it); not shared by launches that may run concurrently. p, g, m, v,
  * tgt 16-byte aligned, the shadows 4 * sizeof(T) (separate allocations are); otherwise
  * FH_ERR_INVALID_ARGUMENT and nothing is launched. */
+/* rec (optional): the step record of fh_launch_record_step(rec->loss, norm_out, step, ...) written by the
+ * launch's last block after *step = t (the loss must be ready when the launch starts), so no record launch follows. */
+struct fh_step_record {
+  const float* loss;
+  float* loss_hist;
+  float* gnorm_hist;
+  int cap;
+  int64_t* done;
+};
 template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
-                                   int target_every, float tau, cudaStream_t s);
+                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec = nullptr);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

@@ -305,7 +305,16 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   fh_trainer* nt = make(gpu, c1, M, "cuda graphs on, no target cache, no target prefetch");
   unsetenv("FH_TARGET_PREFETCH");
   unsetenv("FH_TARGET_CACHE");
-  if (!a || !b || !np || !tp || !nt) return;
+  /* the optimiser as its 5-launch chain and the step record as a launch of its own (the default has the fused
+   * optimiser's last block write it) */
+  setenv("FH_OPTIM_CHAIN", "1", 1);
+  setenv("FH_STEP_RECORD_KERNEL", "1", 1);
+  setenv("FH_TARGET_CACHE", "1", 1);
+  fh_trainer* oc = make(gpu, c1, M, "cuda graphs on, optimiser chain, record kernel");
+  unsetenv("FH_TARGET_CACHE");
+  unsetenv("FH_STEP_RECORD_KERNEL");
+  unsetenv("FH_OPTIM_CHAIN");
+  if (!a || !b || !np || !tp || !nt || !oc) return;
   {
     fh_info ia, it;
     gpu.info(a, &ia);
@@ -314,12 +323,13 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
     check(strstr(ia.engine, "target cache") && !strstr(it.engine, "target cache") && strstr(it.engine, "target prefetch"),
           "the target cache is on with FH_TARGET_CACHE=1 and off with FH_TARGET_CACHE=0");
   }
-  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true;
-  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{};
+  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true, same_oc = true;
+  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{}, so{};
   for (int e = 0; e < 4; ++e) {
     fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn),
-              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st);
-    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK) {
+              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st), s6 = gpu.run_epoch(oc, &so);
+    if (s6 != FH_OK) printf("      optimiser chain: %s\n", gpu.last_error(oc));
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK || s6 != FH_OK) {
       printf("FAIL  run_epoch: %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok", s2 ? gpu.last_error(b) : "ok",
              s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(tp) : "ok", s5 ? gpu.last_error(nt) : "ok");
       ++g_fail;
@@ -329,6 +339,7 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
     same_np = same_np && stats_equal(sa, sn);
     same_tp = same_tp && stats_equal(sa, sp);
     same_nt = same_nt && stats_equal(sa, st);
+    same_oc = same_oc && stats_equal(sa, so) && sa.loss_last == so.loss_last && sa.grad_norm_max == so.grad_norm_max;
     syncs = syncs && sa.host_syncs == 1.0 && sb.host_syncs == 1.0;
     finite = finite && std::isfinite(sa.loss_mean) && std::isfinite(sa.grad_norm_max);
     printf("      epoch %d: loss %.5f/%.5f gnorm %.4f/%.4f q_mean %.4f/%.4f val pnl %.1f/%.1f syncs %g/%g\n", e + 1,
@@ -360,6 +371,12 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
           "next-step target forward on the side stream == on its own step (FH_TARGET_CACHE=0 FH_TARGET_PREFETCH=0), "
           "with hard target updates inside the epochs: epoch stats and online params bit for bit");
     gpu.destroy(nt);
+    gpu.get_params(oc, 0, pn.data(), info.n_params);
+    check(same_oc && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
+          "the step record from the fused optimiser's last block == a record launch after the 5-launch optimiser chain "
+          "(FH_OPTIM_CHAIN=1 FH_STEP_RECORD_KERNEL=1): epoch stats (loss and grad-norm histories) and online params bit "
+          "for bit");
+    gpu.destroy(oc);
   }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
   uint64_t n = 0, wr = 0;

@@ -656,11 +656,13 @@ fh_status fh_net_loss_grad(fh_net* net, int32_t B, const int32_t* act, const flo
   return fh_net_backward(net, B);
 }
 
-fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
+fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_record* rec, bool* recorded) {
   cudaStream_t s = net->pass[0].s;
   const int64_t n = net->L.total;
+  if (recorded) *recorded = false;
   if (net->knockout & FH_KO_OPTIM) return fh_launch_step_bump(net->step, s);  /* the step counter still moves */
   if (!net->optim_chain) {
+    if (recorded) *recorded = rec != nullptr;
     /* grad norm + clip, Adam, step bump and target update in two launches (bit for bit the chain below) */
     if (net->op == FH_BF16)
       return fh_launch_optimise_fused<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad,
@@ -668,11 +670,11 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg) {
                                                static_cast<fh_bf16*>(net->target_sh), net->red_part, net->gnorm,
                                                net->gscale, net->step, net->opt_ticket, cfg.grad_clip, cfg.lr,
                                                cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.target_update_every,
-                                               cfg.tau, s);
+                                               cfg.tau, s, rec);
     return fh_launch_optimise_fused<float>(n, net->online, nullptr, net->grad, net->adam_m, net->adam_v, net->target,
                                            nullptr, net->red_part, net->gnorm, net->gscale, net->step, net->opt_ticket,
                                            cfg.grad_clip, cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps,
-                                           cfg.target_update_every, cfg.tau, s);
+                                           cfg.target_update_every, cfg.tau, s, rec);
   }
   FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
   if (net->op == FH_BF16) {

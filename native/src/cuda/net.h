@@ -189,8 +189,11 @@ fh_status fh_net_target_forward(fh_net* net, int32_t B, const void* x, const int
 fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s);
 fh_status fh_net_backward(fh_net* net, int32_t B);
 
-/* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. */
-fh_status fh_net_optimise(fh_net* net, const fh_config& cfg);
+/* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. rec (optional): the step record
+ * too, written by the fused optimiser's last block (*recorded says whether it was: not by the 5-launch chain or the
+ * knockout's step bump; the caller then launches fh_launch_record_step itself). */
+fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_record* rec = nullptr,
+                          bool* recorded = nullptr);
 
 /* The target net's first-layer table (kernels/p1.cuh): P1[bar] = window(bar) W1mkt^T of the target's bf16
  * weights for every bar from W-1 on, fp32, built in chunks of `chunk` market windows (scratch) with one GEMM

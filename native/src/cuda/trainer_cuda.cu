@@ -113,6 +113,7 @@ struct fh_trainer {
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
+  bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
@@ -290,13 +291,14 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
     const int64_t* counter = net->step;
     cudaEvent_t sampled = t->e_sampled;
+    FH_TRY(fh_net_loss_mean(net, B, t->s_side));
     if (t->step_snap) {
+      /* after the loss mean: the optimiser, which waits for e_sampled, also writes the step record */
       FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, t->s_side));
       FH_CUDA_TRY(cudaEventRecord(t->e_sampled, t->s_side));
       counter = t->step_snap;
       sampled = nullptr;
     }
-    FH_TRY(fh_net_loss_mean(net, B, t->s_side));
     FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
     FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
@@ -307,9 +309,15 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   FH_TRY(fh_net_backward(net, B));
   if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_sampled, 0));
-  FH_TRY(fh_net_optimise(net, c));
-  /* join before the step record (it reads the loss mean of the side stream) and before the graph ends */
+  /* the loss mean is done here (on S, or on the side stream before e_sampled: after the counter copy, or, with
+   * FH_STEP_SNAPSHOT=0, after the sampler, which follows it), so the fused optimiser's last block writes the step
+   * record (FH_STEP_RECORD_KERNEL=1, the 5-launch chain or the knockout: a launch of its own at the end) */
+  const fh_step_record rec{net->loss, t->loss_hist, t->gnorm_hist, c.train_steps, t->d_done};
+  bool recorded = false;
+  FH_TRY(fh_net_optimise(net, c, t->record_in_optimiser ? &rec : nullptr, &recorded));
+  /* join before the graph ends (and before a record launch: it reads the loss mean of the side stream) */
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0));
+  if (recorded) return FH_OK;
   return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
                                t->d_done, s);
 }
@@ -552,6 +560,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     t->prefetch = !t->prefetch_off_by_env && !(t->net.knockout & FH_KO_REPLAY) && c.train_steps > 1;
     /* the next step's target forward on the side stream too, unless FH_TARGET_PREFETCH=0 or the target
      * changes at every step (Polyak, or a hard copy every step) */
+    const char* rk = getenv("FH_STEP_RECORD_KERNEL");
+    t->record_in_optimiser = !(rk && rk[0] == '1');
     const char* tpe = getenv("FH_TARGET_PREFETCH");
     t->target_prefetch = t->prefetch && !(tpe && tpe[0] == '0') && !(c.tau > 0.0f) && c.target_update_every != 1 &&
                          !t->tcache.on;  /* with the cache no step runs a target forward */
