@@ -13,6 +13,8 @@
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 
+#include <type_traits>
+
 static constexpr int kCastBlock = 256;
 static constexpr int kColsumRows = 128;   /* rows per partial chunk */
 static constexpr int kColsumRowsNarrow = 32;  /* the narrow kernel's chunk: 4x the blocks of a wide one (one
@@ -101,21 +103,33 @@ static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial
   if (lane == 0) out[col] = t;
 }
 
-/* 8 consecutive bf16 gradients dy[off ..] (16 bytes): zeroed where act <= 0 (written back only when one
- * changed; act may be NULL: no ReLU), then added to acc[0..8). */
+/* 8 consecutive bf16 gradients dy[off ..] (16 bytes): zeroed where act <= 0, or where the bit of the ReLU
+ * mask byte *bits is 0 (bit j: element j, as cuBLASLt's RELU_AUX epilogue stores them) when bits is given
+ * (written back only when one changed; act and bits NULL: no ReLU), then added to acc[0..8). */
 __device__ __forceinline__ void fh_relu_bwd_chunk8(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                   int64_t off, float (&acc)[8]) {
+                                                   int64_t off, float (&acc)[8],
+                                                   const uint8_t* __restrict__ bits = nullptr) {
   union { uint4 u; __nv_bfloat162 h[4]; } gv, av;
   gv.u = *reinterpret_cast<const uint4*>(dy + off);
-  if (act != nullptr) {
-    av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
+  if (act != nullptr || bits != nullptr) {
+    unsigned keep = 0;  /* bit j: element j stays */
+    if (bits != nullptr) {
+      keep = __ldg(bits);
+    } else {
+      av.u = __ldg(reinterpret_cast<const uint4*>(act + off));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 af = __bfloat1622float2(av.h[k]);
+        keep |= (af.x > 0.0f ? 1u : 0u) << (2 * k);
+        keep |= (af.y > 0.0f ? 1u : 0u) << (2 * k + 1);
+      }
+    }
     bool changed = false;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const float2 af = __bfloat1622float2(av.h[k]);
       float2 gf = __bfloat1622float2(gv.h[k]);
-      if (!(af.x > 0.0f) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
-      if (!(af.y > 0.0f) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
+      if (!((keep >> (2 * k)) & 1u) && gf.x != 0.0f) { gf.x = 0.0f; changed = true; }
+      if (!((keep >> (2 * k + 1)) & 1u) && gf.y != 0.0f) { gf.y = 0.0f; changed = true; }
       gv.h[k] = __floats2bfloat162_rn(gf.x, gf.y);
     }
     if (changed) *reinterpret_cast<uint4*>(dy + off) = gv.u;
@@ -132,7 +146,8 @@ __device__ __forceinline__ void fh_relu_bwd_chunk8(fh_bf16* __restrict__ dy, con
  * block (32, 8) covers 256 columns x 8 row lanes of one 128-row chunk; partial sums reduced over the
  * row lanes in shared memory in a fixed order. Needs n % 8 == 0, ld % 8 == 0, 16-byte aligned rows. */
 static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                      int ld, int B, int n, float* __restrict__ partial) {
+                                                      int ld, int B, int n, float* __restrict__ partial,
+                                                      const uint8_t* __restrict__ bits, int ldbytes) {
   __shared__ float sm[kColsumTy][kColsumTx * 8 + 1];
   const int c0 = (blockIdx.x * kColsumTx + threadIdx.x) * 8;
   const int r0 = blockIdx.y * kColsumRows;
@@ -141,7 +156,7 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   if (c0 < n) {
 #pragma unroll 4
     for (int r = r0 + threadIdx.y; r < r1; r += kColsumTy) {
-      fh_relu_bwd_chunk8(dy, act, (int64_t)r * ld + c0, acc);
+      fh_relu_bwd_chunk8(dy, act, (int64_t)r * ld + c0, acc, bits ? bits + (int64_t)r * ldbytes + (c0 >> 3) : nullptr);
     }
   }
 #pragma unroll
@@ -237,13 +252,24 @@ bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
   return n > 0 && n % 8 == 0 && n < kColsumTx * 8 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0;
 }
 
-/* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. */
+/* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. bits: the ReLU
+ * bit mask instead of act (bf16 vec path only; ldbytes per row). */
 template <typename T>
 static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, int n, float* partial,
-                                            cudaStream_t s, int* chunks_out) {
+                                            cudaStream_t s, int* chunks_out, const uint8_t* bits = nullptr,
+                                            int ldbytes = 0) {
   int chunks = CEIL_DIV(B, kColsumRows);
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
+  if (bits) {
+    if (!vec || n < kColsumTx * 8 || ldbytes * 8 < n) return FH_ERR_INVALID_ARGUMENT;
+    dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
+    fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy), nullptr, ld, B, n, partial,
+                                                          bits, ldbytes);
+    FH_LAUNCH_CHECK();
+    *chunks_out = chunks;
+    return FH_OK;
+  }
   if (vec && n < kColsumTx * 8) {
     chunks = CEIL_DIV(B, kColsumRowsNarrow);
     dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
@@ -252,7 +278,8 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
   } else if (vec) {
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
-                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
+                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial,
+                                                          nullptr, 0);
   } else {
     dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
@@ -264,10 +291,13 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
 
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
-                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev) {
+                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
+                                          const void* bits, int64_t ld_bits) {
   if (B <= 0 || n <= 0) return FH_OK;
+  if (bits && (!std::is_same<T, fh_bf16>::value || ld_bits % 8 != 0)) return FH_ERR_INVALID_ARGUMENT;
   int chunks = 0;
-  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks));
+  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, bits ? nullptr : act, ld, B, n, partial, s, &chunks,
+                                       static_cast<const uint8_t*>(bits), (int)(ld_bits / 8)));
   if (fs != s) {
     FH_CUDA_TRY(cudaEventRecord(ev, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));
@@ -364,6 +394,7 @@ template fh_status fh_launch_relu_bwd_colsum<float>(float*, const float*, int, i
 template fh_status fh_launch_relu_bwd_colsum<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
                                                       cudaStream_t);
 template fh_status fh_launch_relu_bwd_colsum_split<float>(float*, const float*, int, int, int, float*, float*,
-                                                          cudaStream_t, cudaStream_t, cudaEvent_t);
+                                                          cudaStream_t, cudaStream_t, cudaEvent_t, const void*, int64_t);
 template fh_status fh_launch_relu_bwd_colsum_split<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
-                                                            cudaStream_t, cudaStream_t, cudaEvent_t);
+                                                            cudaStream_t, cudaStream_t, cudaEvent_t, const void*,
+                                                            int64_t);

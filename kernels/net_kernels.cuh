@@ -64,10 +64,12 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
                                     float* bias_grad, cudaStream_t s);
 /* The same with the second pass (the finish, which only the optimiser waits for) on stream fs, forked
  * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. fs == s:
- * fh_launch_relu_bwd_colsum (ev unused). */
+ * fh_launch_relu_bwd_colsum (ev unused). bits (bf16, n >= 256 and a multiple of 8): the forward's ReLU bit
+ * mask (cuBLASLt RELU_AUX layout, ld_bits bits per row, a multiple of 8) decides instead of act. */
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
-                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev);
+                                          float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
+                                          const void* bits = nullptr, int64_t ld_bits = 0);
 /* out[c] = sum over chunks of partial[chunk * n + c], c < n (`=`), in a fixed order: the second pass of
  * fh_launch_relu_bwd_colsum, also for the column-sum partials of fh_launch_mma_gemm (ldcs = n). */
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s);

@@ -163,6 +163,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* dws1 = getenv("FH_DW1_SPLIT");
     net->dw1_split = net->op == FH_BF16 && !(dws1 && strcmp(dws1, "0") == 0) && L.D % 128 != 0 &&
                      L.D > FH_ENV_ACCOUNT && (L.D - FH_ENV_ACCOUNT) % 128 == 0;
+    /* opt-in (FH_RELU_MASKS=1), bf16 kernel path: pass 0's forward stores the ReLU bit masks (cuBLASLt's RELU_AUX
+     * epilogue) and the backward's ReLU passes read 1 bit per activation instead of the bf16 activation */
+    const char* rm = getenv("FH_RELU_MASKS");
+    net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && rm && strcmp(rm, "1") == 0;
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
@@ -311,7 +315,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (B <= 0) return FH_OK;
   if (B > P.cap || !x) return FH_ERR_INVALID_ARGUMENT;
   const fh_relu_mask none{nullptr, 0};
-  const bool m = masks && net->fused;
+  const bool m = masks && (net->fused || net->relu_masks);
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars)
@@ -460,9 +464,11 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
    * GEMMs; joined at the end */
   cudaStream_t fs = L.n_heads > 1 && net->finish_side ? P.hs[1] : P.s;
   /* head first layer (all heads as one GEMM) */
+  const bool rmk = net->relu_masks && !fused;  /* the ReLU passes read the forward's bit masks */
   if (!heads_masked)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
-                                              net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev));
+                                              net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev,
+                                              rmk ? net->maskh.bits : nullptr, net->maskh.ld));
   /* with dw_side (kernel path, fs != P.s): fs already follows the ReLU pass that wrote dah / da2, so the weight
    * gradient runs there after the finish, beside the main stream's input gradient and the next ReLU pass (which
    * touch neither the weight gradient's inputs nor its output) */
@@ -476,7 +482,8 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   /* trunk layer 2 */
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
-                                              net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev));
+                                              net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev,
+                                              rmk ? net->mask2.bits : nullptr, net->mask2.ld));
   FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
@@ -484,7 +491,8 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   /* trunk layer 1 (no input gradient) */
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
-                                              net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev));
+                                              net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
+                                              rmk ? net->mask1.bits : nullptr, net->mask1.ld));
   if (net->dw1_split && !fused && fs != P.s) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
      * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row */

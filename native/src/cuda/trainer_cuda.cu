@@ -499,9 +499,11 @@ static fh_status warm_up(fh_trainer* t) {
   TR_CUDA(t, cudaMemsetAsync(bb.weight, 0, (size_t)B * sizeof(float), train_stream(t)), "warm-up");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
   fh_status st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
-  if (st == FH_ERR_UNSUPPORTED && net->fused) {
-    /* cuBLASLt has no algorithm for a fused backward epilogue on this GPU/shape: elementwise kernels */
+  if (st == FH_ERR_UNSUPPORTED && (net->fused || net->relu_masks)) {
+    /* cuBLASLt has no algorithm for a fused epilogue (the masks' RELU_AUX included) on this GPU/shape:
+     * elementwise kernels */
     net->fused = 0;
+    net->relu_masks = 0;
     TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
     st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
   }
@@ -737,6 +739,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
+  if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
   if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
   if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
