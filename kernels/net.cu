@@ -253,7 +253,7 @@ bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
 }
 
 /* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. bits: the ReLU
- * bit mask instead of act (bf16 vec path only; ldbytes per row). */
+ * bit mask decides instead of act where the wide bf16 kernel runs (n >= 256; ldbytes per row); act elsewhere. */
 template <typename T>
 static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, int n, float* partial,
                                             cudaStream_t s, int* chunks_out, const uint8_t* bits = nullptr,
@@ -261,8 +261,7 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
   int chunks = CEIL_DIV(B, kColsumRows);
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
-  if (bits) {
-    if (!vec || n < kColsumTx * 8 || ldbytes * 8 < n) return FH_ERR_INVALID_ARGUMENT;
+  if (bits && vec && n >= kColsumTx * 8 && ldbytes * 8 >= n) {  /* else act decides, as without bits */
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy), nullptr, ld, B, n, partial,
                                                           bits, ldbytes);
@@ -294,10 +293,10 @@ fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, in
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
                                           const void* bits, int64_t ld_bits) {
   if (B <= 0 || n <= 0) return FH_OK;
-  if (bits && (!std::is_same<T, fh_bf16>::value || ld_bits % 8 != 0)) return FH_ERR_INVALID_ARGUMENT;
+  if (!std::is_same<T, fh_bf16>::value || ld_bits % 8 != 0) bits = nullptr;  /* act decides */
   int chunks = 0;
-  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, bits ? nullptr : act, ld, B, n, partial, s, &chunks,
-                                       static_cast<const uint8_t*>(bits), (int)(ld_bits / 8)));
+  FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks, static_cast<const uint8_t*>(bits),
+                                       (int)(ld_bits / 8)));
   if (fs != s) {
     FH_CUDA_TRY(cudaEventRecord(ev, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));

@@ -64,8 +64,9 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
                                     float* bias_grad, cudaStream_t s);
 /* The same with the second pass (the finish, which only the optimiser waits for) on stream fs, forked
  * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. fs == s:
- * fh_launch_relu_bwd_colsum (ev unused). bits (bf16, n >= 256 and a multiple of 8): the forward's ReLU bit
- * mask (cuBLASLt RELU_AUX layout, ld_bits bits per row, a multiple of 8) decides instead of act. */
+ * fh_launch_relu_bwd_colsum (ev unused). bits (optional): the forward's ReLU bit mask (cuBLASLt RELU_AUX layout:
+ * bit c of row r at bit r * ld_bits + c, low bit first) decides instead of act where the wide bf16 kernel runs
+ * (n >= 256 and a multiple of 8, ld_bits a multiple of 8); act everywhere else. */
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
