@@ -717,9 +717,11 @@ void fh_target_p1_free(fh_target_p1* tp, fh_net* net) {
   memset(tp, 0, sizeof *tp);
 }
 
-static fh_status p1_off(fh_target_p1* tp, const char* why) {
-  snprintf(tp->why, sizeof tp->why, "%s", why);
-  tp->on = 0;
+/* An optional part (the target's table, its cache) left off: not an error, `why` says why. */
+template <typename Part>
+static fh_status part_off(Part* part, const char* why) {
+  snprintf(part->why, sizeof part->why, "%s", why);
+  part->on = 0;
   return FH_OK;
 }
 
@@ -728,11 +730,11 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
   memset(tp, 0, sizeof *tp);
   const fh_layout& L = net->L;
   const char* e = getenv("FH_TARGET_P1");
-  if (e && strcmp(e, "0") == 0) return p1_off(tp, "FH_TARGET_P1=0");
-  if (net->op != FH_BF16) return p1_off(tp, "deterministic (fp32) mode keeps the GEMM's bits");
-  if (cfg.tau > 0.0f || cfg.target_update_every <= 0) return p1_off(tp, "the target changes every step (Polyak tau)");
-  if (L.h1 % 8 || L.h1 > 1024) return p1_off(tp, "hidden1 is not a multiple of 8 (or > 1024)");
-  if (L.D != window * m.n_features + FH_ENV_ACCOUNT || m.n_bars < window) return p1_off(tp, "no market windows");
+  if (e && strcmp(e, "0") == 0) return part_off(tp, "FH_TARGET_P1=0");
+  if (net->op != FH_BF16) return part_off(tp, "deterministic (fp32) mode keeps the GEMM's bits");
+  if (cfg.tau > 0.0f || cfg.target_update_every <= 0) return part_off(tp, "the target changes every step (Polyak tau)");
+  if (L.h1 % 8 || L.h1 > 1024) return part_off(tp, "hidden1 is not a multiple of 8 (or > 1024)");
+  if (L.D != window * m.n_features + FH_ENV_ACCOUNT || m.n_bars < window) return part_off(tp, "no market windows");
   tp->bar0 = window - 1;
   tp->n = m.n_bars - tp->bar0;
   tp->chunk = (int32_t)(tp->n < FH_P1_CHUNK ? tp->n : FH_P1_CHUNK);
@@ -743,12 +745,12 @@ fh_status fh_target_p1_setup(fh_target_p1* tp, fh_net* net, const fh_market_view
   if ((double)(tb + sb) > 0.25 * (double)free_b) {
     char why[sizeof tp->why];
     snprintf(why, sizeof why, "the table (%zu MiB) is more than a quarter of free device memory", (tb + sb) >> 20);
-    return p1_off(tp, why);
+    return part_off(tp, why);
   }
   if (cudaMalloc(&tp->table, tb) != cudaSuccess || cudaMalloc((void**)&tp->scratch, sb) != cudaSuccess) {
     cudaGetLastError(); /* not sticky: clear it */
     fh_target_p1_free(tp, net);
-    return p1_off(tp, "no device memory for the table");
+    return part_off(tp, "no device memory for the table");
   }
   tp->on = 1;
   net->tp1 = tp;
@@ -798,21 +800,15 @@ void fh_target_cache_free(fh_target_cache* tc, fh_net* net) {
   memset(tc, 0, sizeof *tc);
 }
 
-static fh_status tc_off(fh_target_cache* tc, const char* why) {
-  snprintf(tc->why, sizeof tc->why, "%s", why);
-  tc->on = 0;
-  return FH_OK;
-}
-
 fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_target_p1& tp, int64_t capacity,
                                 int32_t chunk, const fh_config& cfg) {
   memset(tc, 0, sizeof *tc);
   const fh_layout& L = net->L;
   const char* e = getenv("FH_TARGET_CACHE");
-  if (e && strcmp(e, "0") == 0) return tc_off(tc, "FH_TARGET_CACHE=0");
-  if (!tp.on) return tc_off(tc, "no target first-layer table");
-  if (chunk <= 0 || chunk > net->cap || capacity < chunk) return tc_off(tc, "the replay holds fewer slots than a batch");
-  if (capacity > ((int64_t)1 << 31) - 1) return tc_off(tc, "the replay has more slots than int32 indices");
+  if (e && strcmp(e, "0") == 0) return part_off(tc, "FH_TARGET_CACHE=0");
+  if (!tp.on) return part_off(tc, "no target first-layer table");
+  if (chunk <= 0 || chunk > net->cap || capacity < chunk) return part_off(tc, "the replay holds fewer slots than a batch");
+  if (capacity > ((int64_t)1 << 31) - 1) return part_off(tc, "the replay has more slots than int32 indices");
   /* worth it only when an epoch's fills (the collected rows, and all rows after each hard update) run fewer
    * batch-sized target forwards than half the epoch's train steps would (the reference: 25 + 341/2000 x 128
    * = 47 against 341); FH_TARGET_CACHE=1 skips this test */
@@ -822,7 +818,7 @@ fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_targe
     char why[sizeof tc->why];
     snprintf(why, sizeof why, "its fills would cost %.0f target forwards an epoch against %d train steps", per_epoch,
              cfg.train_steps);
-    return tc_off(tc, why);
+    return part_off(tc, why);
   }
   const size_t es = fh_dtype_size(net->pass[2].ldt);
   size_t bytes = (size_t)chunk * (L.D * sizeof(fh_bf16) + sizeof(int32_t));
@@ -832,7 +828,7 @@ fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_targe
   if ((double)bytes > 0.25 * (double)free_b) {
     char why[sizeof tc->why];
     snprintf(why, sizeof why, "the cache (%zu MiB) is more than a quarter of free device memory", bytes >> 20);
-    return tc_off(tc, why);
+    return part_off(tc, why);
   }
   bool ok = true;
   for (int k = 0; k < L.n_heads && ok; ++k)
@@ -846,7 +842,7 @@ fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_targe
   if (!ok) {
     cudaGetLastError(); /* not sticky: clear it */
     fh_target_cache_free(tc, net);
-    return tc_off(tc, "no device memory for the cache");
+    return part_off(tc, "no device memory for the cache");
   }
   tc->capacity = capacity;
   tc->chunk = chunk;
