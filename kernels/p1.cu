@@ -150,7 +150,11 @@ static __global__ void slot_states_kernel(const int32_t* __restrict__ bar, const
 fh_status fh_launch_slot_states(const int32_t* bar, const float* account, int64_t slot0, int32_t n, int32_t* bars,
                                 fh_bf16* x, int32_t D, cudaStream_t s) {
   if (n <= 0) return FH_OK;
-  if (!bar || !account || !bars || !x || slot0 < 0 || D < FH_ENV_ACCOUNT) return FH_ERR_INVALID_ARGUMENT;
+  if (!bar || !account || !bars || !x || slot0 < 0 || D < FH_ENV_ACCOUNT) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_slot_states",
+                      "null replay, output or input pointer, negative first slot, or D < 8");
+    return FH_ERR_INVALID_ARGUMENT;
+  }
   const int64_t threads = (int64_t)n * FH_ENV_ACCOUNT;
   slot_states_kernel<<<(unsigned)CEIL_DIV(threads, (int64_t)256), 256, 0, s>>>(bar, account, slot0, n, bars, x, D);
   FH_LAUNCH_CHECK();

@@ -854,7 +854,13 @@ fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_targe
 fh_status fh_target_cache_fill(const fh_target_cache& tc, fh_net* net, const int32_t* bar, const float* account,
                                int64_t slot0, int64_t count, cudaStream_t from) {
   if (!tc.on || count <= 0) return FH_OK;
-  if (slot0 < 0 || slot0 + count > tc.capacity || !bar || !account) return FH_ERR_INVALID_ARGUMENT;
+  if (slot0 < 0 || slot0 + count > tc.capacity || !bar || !account) {
+    char why[160];
+    snprintf(why, sizeof why, "slots [%lld, %lld) outside the cache's %lld, or no replay arrays", (long long)slot0,
+             (long long)(slot0 + count), (long long)tc.capacity);
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_target_cache_fill", why);
+    return FH_ERR_INVALID_ARGUMENT;
+  }
   const fh_layout& L = net->L;
   fh_net_pass& P2 = net->pass[2];
   const size_t es = fh_dtype_size(P2.ldt);
