@@ -109,15 +109,20 @@ fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out,
  * exactly `cap` steps, so slot = step in epoch). The history may be mapped pinned host memory: the
  * values go straight to the host, then (after a system-wide fence) *done = *step tells the host
  * which steps it can read without synchronising. */
-static __global__ void fh_record_step_kernel(const float* loss, const float* gnorm, const int64_t* step, int cap,
-                                             float* loss_hist, float* gnorm_hist, int64_t* done) {
-  const int64_t k = (*step - 1) % cap;
-  loss_hist[k] = *loss;
-  gnorm_hist[k] = *gnorm;
+__device__ static void fh_write_step_record(float loss, float gnorm, int64_t step, int cap, float* loss_hist,
+                                            float* gnorm_hist, int64_t* done) {
+  const int64_t k = (step - 1) % cap;
+  loss_hist[k] = loss;
+  gnorm_hist[k] = gnorm;
   if (done) {
     __threadfence_system();
-    *reinterpret_cast<volatile int64_t*>(done) = *step;
+    *reinterpret_cast<volatile int64_t*>(done) = step;
   }
+}
+
+static __global__ void fh_record_step_kernel(const float* loss, const float* gnorm, const int64_t* step, int cap,
+                                             float* loss_hist, float* gnorm_hist, int64_t* done) {
+  fh_write_step_record(*loss, *gnorm, *step, cap, loss_hist, gnorm_hist, done);
 }
 
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
@@ -191,15 +196,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
       *step = t;
       *norm_out = ns.x;
       *scale_out = ns.y;
-      if (rec.loss_hist) { /* the step record (fh_record_step_kernel's writes) */
-        const int64_t k = (t - 1) % rec.cap;
-        rec.loss_hist[k] = *rec.loss;
-        rec.gnorm_hist[k] = ns.x;
-        if (rec.done) {
-          __threadfence_system();
-          *reinterpret_cast<volatile int64_t*>(rec.done) = t;
-        }
-      }
+      if (rec.loss_hist) fh_write_step_record(*rec.loss, ns.x, t, rec.cap, rec.loss_hist, rec.gnorm_hist, rec.done);
     }
   }
 }

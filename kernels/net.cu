@@ -261,14 +261,8 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
   int chunks = CEIL_DIV(B, kColsumRows);
   const bool vec = sizeof(T) == 2 && n % 8 == 0 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0 &&
                    (act == nullptr || (reinterpret_cast<uintptr_t>(act) % 16) == 0);
-  if (bits && vec && n >= kColsumTx * 8 && ldbytes * 8 >= n) {  /* else act decides, as without bits */
-    dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
-    fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy), nullptr, ld, B, n, partial,
-                                                          bits, ldbytes);
-    FH_LAUNCH_CHECK();
-    *chunks_out = chunks;
-    return FH_OK;
-  }
+  /* the mask only where the wide kernel runs; elsewhere act decides, as without it */
+  if (!vec || n < kColsumTx * 8 || ldbytes * 8 < n) bits = nullptr;
   if (vec && n < kColsumTx * 8) {
     chunks = CEIL_DIV(B, kColsumRowsNarrow);
     dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
@@ -278,7 +272,7 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
                                                           reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial,
-                                                          nullptr, 0);
+                                                          bits, ldbytes);
   } else {
     dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
