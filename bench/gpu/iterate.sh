@@ -20,7 +20,7 @@ FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda >$L/bui
 echo "build $(( $(date +%s)-t0 )) s"
 g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check
 if [ -n "${TESTS-test/gpu/net.test.ts}" ]; then
-  t0=$(date +%s); timeout 240 npx vitest run --config vitest.gpu.config.ts ${TESTS-test/gpu/net.test.ts} >$L/test-gpu.log 2>&1
+  t0=$(date +%s); timeout ${TEST_TIMEOUT:-240} npx vitest run --config vitest.gpu.config.ts ${TESTS-test/gpu/net.test.ts} >$L/test-gpu.log 2>&1
   echo "test:gpu ($TESTS) rc $? ($(( $(date +%s)-t0 )) s)"
   sed 's/\x1b\[[0-9;]*m//g' $L/test-gpu.log | grep -E '✓|×|Test Files|Tests +[0-9]|FAIL|AssertionError|Expected|Received|seed' | head -50
 fi

@@ -233,9 +233,13 @@ struct Fnv {
 };
 }  // namespace
 
+/* The version of what the hash covers (the fields that shape the trainer's state). It is not the ABI
+ * version: ABI 3 only widened fh_info.engine, and checkpoints of ABI 2 still load. */
+#define FH_STATE_HASH_VERSION 2
+
 uint64_t fh_config_hash(const fh_config* c, const fh_market* m) {
   Fnv f;
-  f.i64(FH_ABI_VERSION);
+  f.i64(FH_STATE_HASH_VERSION);
   f.i64(c->n_envs);
   f.i64(c->episode_len);
   f.i64(c->window);

@@ -163,12 +163,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* dws1 = getenv("FH_DW1_SPLIT");
     net->dw1_split = net->op == FH_BF16 && !(dws1 && strcmp(dws1, "0") == 0) && L.D % 128 != 0 &&
                      L.D > FH_ENV_ACCOUNT && (L.D - FH_ENV_ACCOUNT) % 128 == 0;
-    /* opt-in (FH_RELU_MASKS=1), bf16 kernel path: pass 0's forward stores the ReLU bit masks (cuBLASLt's RELU_AUX
-     * epilogue) and the backward's ReLU passes of layers >= 256 wide read 1 bit per activation instead of the bf16
-     * activation (the reference step: 449 against 457.5 us, bench/RESULTS.md; not yet the default: the whole GPU
-     * suite has not run with it) */
+    /* bf16 kernel path (FH_RELU_MASKS=0 turns it off): pass 0's forward stores the ReLU bit masks (cuBLASLt's
+     * RELU_AUX epilogue) and the backward's ReLU passes of layers >= 256 wide read 1 bit per activation instead of
+     * the bf16 activation (the reference step: 449 against 457.5 us, bench/RESULTS.md); narrower layers, and a
+     * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
-    net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && rm && strcmp(rm, "1") == 0;
+    net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
