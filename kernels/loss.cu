@@ -28,8 +28,6 @@
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 #include "c51.cuh"
-#include "fastmath.cuh"
-#include "loss_tile.cuh"
 
 #include <float.h>
 #include <stdlib.h>
@@ -484,6 +482,33 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  * few float ulps per operation (the argmax can differ only where two expected Qs tie to ~1e-6);
  * deterministic run to run. */
 
+static constexpr float kLog2e = 1.4426950408889634f;
+static constexpr float kLn2 = 0.6931471805599453f;
+
+static __device__ __forceinline__ float fh_ex2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+static __device__ __forceinline__ float fh_lg2_approx(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+static __device__ __forceinline__ float fh_rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+/* 1/x to within about half an ulp: rcp.approx and one Newton step (for the constants of a sample:
+ * 1/n of the dueling means, the support spacing; their errors would move every logit or every b_j) */
+static __device__ __forceinline__ float fh_rcp_refined(float x) {
+  const float r = fh_rcp_approx(x);
+  return __fmaf_rn(r, __fmaf_rn(-x, r, 1.0f), r);
+}
+/* exp(x - m) given mL = m * log2(e) */
+static __device__ __forceinline__ float fh_exp_shifted(float x, float mL) { return fh_ex2_approx(__fmaf_rn(x, kLog2e, -mL)); }
+
 /* All-reduce of N <= 32 values: the reduce-scatter steps, then the same steps backwards exchanging
  * the halves (XOR shuffles), so every lane ends with every total, bit-identical across lanes. */
 template <bool MAX, int N, int O = 16>
@@ -871,12 +896,6 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     /* bf16 mode (bf16 GEMM operands): approximate math; fp32 mode: the exact kernel, always */
     if constexpr (std::is_same<T, fh_bf16>::value) {
       if (fh_loss_fast_math_allowed()) {
-        /* the block kernel where its shapes fit (FH_LOSS_TILE=0: the register kernel) */
-        if constexpr (std::is_same<L, fh_bf16>::value) {
-          const fh_status ts = fh_launch_c51_loss_tile(on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal,
-                                                       grad, s);
-          if (ts != FH_ERR_UNSUPPORTED) return ts;
-        }
         if (maxn <= 4)
           fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
                                                                                weight, B, wloss, signal, grad);

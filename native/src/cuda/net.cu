@@ -84,7 +84,6 @@ void fh_net_destroy(fh_net* net) {
     if (net->colsum_trunk[i]) cudaFree(net->colsum_trunk[i]);
   }
   if (net->fin_ev) cudaEventDestroy(net->fin_ev);
-  if (net->dw1_ev) cudaEventDestroy(net->dw1_ev);
   for (int k = 0; k < FH_NET_HEADS; ++k)
     if (net->dx_ev[k]) cudaEventDestroy(net->dx_ev[k]);
   for (int i = 0; i < 2; ++i)
@@ -215,7 +214,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       for (int i = 0; i < 3; ++i)
         NET_TRY(fh_dmalloc_t(&net->colsum_trunk[i], (size_t)fh_colsum_partial_floats(cap, widths[i]) * 4));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&net->fin_ev, cudaEventDisableTiming));
-      FH_CUDA_TRY(cudaEventCreateWithFlags(&net->dw1_ev, cudaEventDisableTiming));
       for (int k = 0; k < FH_NET_HEADS; ++k)
         FH_CUDA_TRY(cudaEventCreateWithFlags(&net->dx_ev[k], cudaEventDisableTiming));
     }
@@ -497,7 +495,6 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
                                               rmk ? net->mask1.bits : nullptr, net->mask1.ld));
-  if (net->dw1_mark) FH_CUDA_TRY(cudaEventRecord(net->dw1_ev, P.s));
   if (net->dw1_split && !fused && fs != P.s) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
      * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row */

@@ -111,10 +111,6 @@ struct fh_net {
   float* colsum_trunk[3];       /* kernel backward: partials of dah, da2, da1, whose finishes run on head stream 1
                                    beside the next GEMMs (joined at the end of the backward) */
   cudaEvent_t fin_ev;           /* kernel backward: fork of those finishes */
-  cudaEvent_t dw1_ev;           /* recorded on pass 0's main stream right before the first layer's weight gradient
-                                   when dw1_mark is set (the trainer's side stream starts the next batch's gather
-                                   there: FH_GATHER_LATE=1) */
-  int dw1_mark;
   int finish_side;              /* 1 (default): those finishes on head stream 1; FH_FINISH_SIDE=0: on the main stream */
   int heads_late;               /* 1 (default; FH_HEADS_LATE=0 off), kernel path: each head stream runs its input
                                    gradient first and the main stream waits only for those (dx_ev); the heads' bias

@@ -114,7 +114,6 @@ struct fh_trainer {
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
-  bool gather_late = false;      /* FH_GATHER_LATE=1 (opt-in): the prefetch's gather starts with dW1 */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
@@ -243,28 +242,20 @@ static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
   return step_flags_given(t, k, steps, k > 0 && target_changes(t, k - 1), target_changes(t, k));
 }
 
-/* PER sample (counter *counter + step_offset) of batch set `set` on stream s; the event `sampled`
- * (optional) is recorded once the sampler has read the counter. */
-static fh_status launch_sample(fh_trainer* t, int set, cudaStream_t s, const int64_t* counter, int64_t step_offset,
-                               cudaEvent_t sampled) {
-  const fh_config& c = t->cfg;
-  FH_TRY(fh_launch_per_sample(t->replay.tree, t->bb[set], t->batch, c.seed, counter, c.per_beta_start, c.per_beta_end,
-                              c.per_beta_steps, s, step_offset));
-  if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
-  return FH_OK;
-}
-
-/* The gather [s; s'] of batch set `set` (sampled) on stream s. */
-static fh_status launch_gather(fh_trainer* t, int set, cudaStream_t s) {
-  void* x = t->xs[set];
-  return fh_launch_replay_gather(t->replay, t->dm, t->cfg.window, t->bb[set], t->batch, t->net.op, x,
-                                 fh_net_next_obs(&t->net, t->batch, x), t->obs_dim, s);
-}
-
+/* PER sample (counter *counter + step_offset) + gather [s; s'] of batch set `set` on stream s; the
+ * event `sampled` (optional) is recorded once the sampler has read the counter. */
 static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, const int64_t* counter,
                                       int64_t step_offset, cudaEvent_t sampled) {
-  FH_TRY(launch_sample(t, set, s, counter, step_offset, sampled));
-  return launch_gather(t, set, s);
+  const int32_t B = t->batch;
+  const fh_net* net = &t->net;
+  const fh_config& c = t->cfg;
+  const fh_cuda_batch& bb = t->bb[set];
+  void* x = t->xs[set];
+  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
+                              c.per_beta_steps, s, step_offset));
+  if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
+  return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
+                                 s);
 }
 
 static fh_status launch_qstats(fh_trainer* t, cudaStream_t s) {
@@ -309,25 +300,13 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
       sampled = nullptr;
     }
     FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
-    FH_TRY(launch_sample(t, set ^ 1, t->s_side, counter, 1, sampled));
-    if (!t->gather_late) FH_TRY(launch_gather(t, set ^ 1, t->s_side));
-  }
-  net->dw1_mark = pf && t->gather_late;
-  const fh_status bs = fh_net_backward(net, B);
-  net->dw1_mark = 0;
-  FH_TRY(bs);
-  if (pf) {
-    /* FH_GATHER_LATE=1: the gather waits until the first layer's weight gradient starts (a GEMM that is bound by
-     * its math, where the backward's other kernels are bound by memory) */
-    if (t->gather_late) {
-      FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, net->dw1_ev, 0));
-      FH_TRY(launch_gather(t, set ^ 1, t->s_side));
-    }
+    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
     if (flags & TS_TPF)
       FH_TRY(fh_net_target_forward(net, B, t->xs[set ^ 1], t->tp1.on ? t->bb[set ^ 1].nbar : nullptr, t->s_side));
     FH_CUDA_TRY(cudaEventRecord(t->e_join, t->s_side));
   }
+  FH_TRY(fh_net_backward(net, B));
   if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_sampled, 0));
   /* the loss mean is done here (on S, or on the side stream before e_sampled: after the counter copy, or, with
@@ -583,8 +562,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     t->prefetch = !t->prefetch_off_by_env && !(t->net.knockout & FH_KO_REPLAY) && c.train_steps > 1;
     /* the next step's target forward on the side stream too, unless FH_TARGET_PREFETCH=0 or the target
      * changes at every step (Polyak, or a hard copy every step) */
-    const char* gl = getenv("FH_GATHER_LATE");
-    t->gather_late = t->prefetch && gl && gl[0] == '1' && !t->net.mma && !(t->net.knockout & FH_KO_BACKWARD);
     const char* rk = getenv("FH_STEP_RECORD_KERNEL");
     t->record_in_optimiser = !(rk && rk[0] == '1');
     const char* tpe = getenv("FH_TARGET_PREFETCH");
@@ -768,8 +745,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
   if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
-  if (t->gather_late && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", gather late");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
