@@ -119,7 +119,7 @@ struct fh_net {
   int dw1_split;                /* bf16 kernel path with the finishes on head stream 1: dW1's market columns (a
                                    multiple of 128) on the main stream and its 8 account columns on head stream 1
                                    (FH_DW1_SPLIT=0: one GEMM over all D columns) */
-  int relu_masks;               /* FH_RELU_MASKS=1 (opt-in), bf16 kernel path: pass 0's forward stores the ReLU
+  int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
   int colsum_merged;            /* 1 (default; FH_COLSUM_MERGED=0 off), bf16 kernel path: the head outputs' bias
