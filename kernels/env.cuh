@@ -8,7 +8,6 @@
  *                                                mark to close[t+1], reward, advance, done
  *   fh_env_flatten(m, p, s, r)                   exit at close[t] (session break / end of eval segment)
  *   fh_env_account(m, p, s, out[8])              the 8 account features of the observation
- *   fh_env_account_feature(m, p, s, k)           feature k of them alone (the same bits)
  *   fh_env_observe(m, p, s, out[D])              W feature rows t-W+1..t (oldest first) + account
  *   fh_epsilon(...), fh_explore_action(...)      the epsilon schedule and epsilon-greedy per branch
  *
@@ -277,27 +276,17 @@ FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_s
   r.done = (s.k == p.episode_len) || (s.t + 1 >= m.train_end);
 }
 
-/* Account feature k (0 .. 7) of state s (DESIGN §4 order); every feature is independent of the others, so
- * the device can compute the 8 in 8 lanes (eval_fused.cu) with the bits of fh_env_account. */
-FH_HD float fh_env_account_feature(const fh_market_view& m, const fh_env_params& p, const fh_env_state& s, int32_t k) {
-  switch (k) {
-    case 0: return (float)((double)s.pos / p.max_contracts);
-    case 1: {
-      const double unreal = (double)s.pos * (m.close[s.t] - s.avg_entry) * p.point_value;
-      return (float)fh_clamp_d(unreal / p.reward_scale, -10.0, 10.0);
-    }
-    case 2: return (float)((double)s.bars_held / p.episode_len);
-    case 3: return s.has_stop ? (float)(s.stop_dist / m.atr[s.t]) : 0.0f;
-    case 4: return s.has_stop ? 1.0f : 0.0f;
-    case 5: return (float)((double)s.k / p.episode_len);
-    case 6: return (float)fh_sign_i(s.pos);
-    default: return (float)fh_clamp_d(s.realised / p.reward_scale, -10.0, 10.0);
-  }
-}
-
 /* The 8 account features of state s (DESIGN §4 order). */
 FH_HD void fh_env_account(const fh_market_view& m, const fh_env_params& p, const fh_env_state& s, float* out) {
-  for (int32_t k = 0; k < 8; ++k) out[k] = fh_env_account_feature(m, p, s, k);
+  const double unreal = (double)s.pos * (m.close[s.t] - s.avg_entry) * p.point_value;
+  out[0] = (float)((double)s.pos / p.max_contracts);
+  out[1] = (float)fh_clamp_d(unreal / p.reward_scale, -10.0, 10.0);
+  out[2] = (float)((double)s.bars_held / p.episode_len);
+  out[3] = s.has_stop ? (float)(s.stop_dist / m.atr[s.t]) : 0.0f;
+  out[4] = s.has_stop ? 1.0f : 0.0f;
+  out[5] = (float)((double)s.k / p.episode_len);
+  out[6] = (float)fh_sign_i(s.pos);
+  out[7] = (float)fh_clamp_d(s.realised / p.reward_scale, -10.0, 10.0);
 }
 
 /* Observation of length W*F + 8 from a bar cursor and stored account features (replay and live). */

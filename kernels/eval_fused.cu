@@ -406,25 +406,26 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
     __syncthreads();
     if (t0) *q_cycles += clock64() - t0;
   }
-  if (warp < EF_OWN) {
+  if (lane == 0 && warp < EF_OWN) {
     const int o = warp, j = rank + EF_C * o, r = m * EF_MT + j;
     if (r < P.S) {
-      /* the greedy step on lane 0 (a serial float64 chain), then the 8 account features of the new state in
-       * 8 lanes at once (fh_env_account's bits), each pushed into every block's account tile */
-      if (lane == 0 && step >= 0 && step < sseg[2 * j + 1] - 1) {
-        fh_env_state s = st[o];
+      fh_env_state s = st[o];
+      if (step >= 0 && step < sseg[2 * j + 1] - 1) {
         int32_t act[FH_MAX_BRANCHES];
         fh_eval_greedy(P.qa, sq + o * EF_MAXQ, act);
         fh_eval_step_one(a, s, act[0], act[1], act[2]);
         st[o] = s;
       }
-      __syncwarp();
-      if (lane < FH_ENV_ACCOUNT) {
-        const fh_bf16 f = __float2bfloat16_rn(fh_env_account_feature(a.m, a.p, st[o], lane));
-        fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT + lane;
+      float f[FH_ENV_ACCOUNT];
+      fh_env_account(a.m, a.p, s, f);
+      uint4 v;
+      v.x = fh_pack_bf16x2(f[0], f[1]);
+      v.y = fh_pack_bf16x2(f[2], f[3]);
+      v.z = fh_pack_bf16x2(f[4], f[5]);
+      v.w = fh_pack_bf16x2(f[6], f[7]);
+      fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
-        for (int k = 0; k < EF_C; ++k) *cl.map_shared_rank(local, k) = f;
-      }
+      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
     }
   }
 }
