@@ -599,13 +599,12 @@ static __device__ __forceinline__ void fh_fm_softmax_parts(const float (&x)[NB][
   fh_warp_allreduce<false>(s, lane);
 }
 
-template <typename T, typename L, int MAXN, bool QPRE>
+template <typename T, typename L, int MAXN>
 static __global__ void __launch_bounds__(kFastWarps * 32)
     fh_c51_loss_fastmath_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                                 const int32_t* __restrict__ act, const float* __restrict__ ret,
                                 const float* __restrict__ disc, const float* __restrict__ weight, int B,
-                                float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad,
-                                const float* __restrict__ qn, int ldq) {
+                                float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
   constexpr int NB = FH_MAX_BRANCHES, NA = NB * MAXN;
   static_assert(NA <= 32, "fh_c51_loss_fastmath_kernel: at most 32 action slots");
   __shared__ float s_m[kFastWarps][FH_MAX_ATOMS_GPU];
@@ -637,17 +636,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
   for (int k = 0; k < 2; ++k) zk[k] = vmin + (float)(lane + 32 * k) * dz;
   float q[NA];
-  if constexpr (QPRE) {
-    /* computed beforehand (fh_launch_expected_q of on_sn's rows, beside the forward of the s rows) */
-    int col = 0;
-#pragma unroll
-    for (int d = 0; d < NB; ++d) {
-#pragma unroll
-      for (int a = 0; a < MAXN; ++a)
-        q[d * MAXN + a] = d < nb && a < n[d] ? __ldg(qn + (int64_t)i * ldq + col + a) : -INFINITY;
-      col += n[d];
-    }
-  } else {
+  {
     float nv[2], xn[NA][2], mn[NB][2], mx[NA];
 #pragma unroll
     for (int k = 0; k < 2; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
@@ -897,8 +886,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 template <typename T, typename L>
 fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
-                             float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s,
-                             const float* qn, int ldq) {
+                             float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
   int maxn = 0;
   for (int d = 0; d < on_s.nb; ++d) maxn = on_s.n[d] > maxn ? on_s.n[d] : maxn;
@@ -908,19 +896,12 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     /* bf16 mode (bf16 GEMM operands): approximate math; fp32 mode: the exact kernel, always */
     if constexpr (std::is_same<T, fh_bf16>::value) {
       if (fh_loss_fast_math_allowed()) {
-        const dim3 g(blocks), b(kFastWarps * 32);
-        if (maxn <= 4 && qn)
-          fh_c51_loss_fastmath_kernel<T, L, 4, true><<<g, b, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss,
-                                                                  signal, grad, qn, ldq);
-        else if (maxn <= 4)
-          fh_c51_loss_fastmath_kernel<T, L, 4, false><<<g, b, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
-                                                                   wloss, signal, grad, nullptr, 0);
-        else if (qn)
-          fh_c51_loss_fastmath_kernel<T, L, 8, true><<<g, b, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss,
-                                                                  signal, grad, qn, ldq);
+        if (maxn <= 4)
+          fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
         else
-          fh_c51_loss_fastmath_kernel<T, L, 8, false><<<g, b, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
-                                                                   wloss, signal, grad, nullptr, 0);
+          fh_c51_loss_fastmath_kernel<T, L, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
         FH_LAUNCH_CHECK();
         return FH_OK;
       }
@@ -950,8 +931,7 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
 #define FH_LOSS_INST(T, L)                                                                                      \
   template fh_status fh_launch_bdq_loss<T, L>(const fh_heads_view_t<L>&, const fh_heads_view_t<L>&,                 \
                                               const fh_heads_view_t<L>&, const int32_t*, const float*, const float*, \
-                                              const float*, int, float, float*, float*, fh_heads_grad<T>, cudaStream_t, \
-                                              const float*, int);
+                                              const float*, int, float, float*, float*, fh_heads_grad<T>, cudaStream_t);
 FH_LOSS_INST(float, float)
 FH_LOSS_INST(float, fh_bf16)  /* referenced by the fp32 mode's dispatch (which never takes it) */
 FH_LOSS_INST(fh_bf16, float)

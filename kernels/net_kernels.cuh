@@ -100,14 +100,12 @@ fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int
 /* Double-DQN / BDQ loss of one batch (DESIGN §5). on_s: online(s); on_sn: online(s');
  * tg_sn: target(s'). act (B, 3) int32; ret, disc, weight (B). Outputs: wloss (B) = w_i * loss_i,
  * signal (B) priority signal (sum over branches of CE or |TD|), grad (= d(mean_i w_i loss_i)/d logits
- * of on_s, written in full including pad columns). qn (optional, B x ldq, fh_launch_expected_q's layout):
- * the expected Q of online(s') computed beforehand; the bf16 mode's approximate-math C51 kernel then takes
- * the double-DQN argmax from it instead of from on_sn's rows (the other kernels ignore it). */
+ * of on_s, written in full including pad columns). */
 template <typename T, typename L>
 fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight,
                              int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
-                             cudaStream_t s, const float* qn = nullptr, int ldq = 0);
+                             cudaStream_t s);
 
 /* ---- gradnorm.cu ---- */
 /* Deterministic sum of x[0..n) into *out (double), = . partial needs fh_sum_partial_doubles() doubles.

@@ -84,9 +84,6 @@ void fh_net_destroy(fh_net* net) {
     if (net->colsum_trunk[i]) cudaFree(net->colsum_trunk[i]);
   }
   if (net->fin_ev) cudaEventDestroy(net->fin_ev);
-  if (net->sq_fork) cudaEventDestroy(net->sq_fork);
-  if (net->sq_join) cudaEventDestroy(net->sq_join);
-  if (net->sq_s) cudaStreamDestroy(net->sq_s);
   for (int k = 0; k < FH_NET_HEADS; ++k)
     if (net->dx_ev[k]) cudaEventDestroy(net->dx_ev[k]);
   for (int i = 0; i < 2; ++i)
@@ -172,8 +169,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
-    const char* sf = getenv("FH_SPLIT_FORWARD");
-    net->split_fwd = net->op == FH_BF16 && sf && strcmp(sf, "1") == 0;
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
@@ -219,11 +214,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       for (int i = 0; i < 3; ++i)
         NET_TRY(fh_dmalloc_t(&net->colsum_trunk[i], (size_t)fh_colsum_partial_floats(cap, widths[i]) * 4));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&net->fin_ev, cudaEventDisableTiming));
-      if (net->split_fwd) {
-        FH_CUDA_TRY(cudaStreamCreateWithFlags(&net->sq_s, cudaStreamNonBlocking));
-        FH_CUDA_TRY(cudaEventCreateWithFlags(&net->sq_fork, cudaEventDisableTiming));
-        FH_CUDA_TRY(cudaEventCreateWithFlags(&net->sq_join, cudaEventDisableTiming));
-      }
       for (int k = 0; k < FH_NET_HEADS; ++k)
         FH_CUDA_TRY(cudaEventCreateWithFlags(&net->dx_ev[k], cudaEventDisableTiming));
     }
@@ -389,9 +379,6 @@ fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
 
 static bool fh_net_target_cached(const fh_net* net) { return net->tcache && net->tcache->on && net->tc_rows; }
 
-/* Whether pass 0 runs as two forwards (net->split_fwd; bf16 head outputs for fh_launch_expected_q's view). */
-static bool fh_net_split(const fh_net* net) { return net->split_fwd && net->pass[0].ldt == FH_BF16; }
-
 template <typename T>
 static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                const float* weight) {
@@ -413,9 +400,8 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
       for (int d = 0; d < L.n_branches; ++d) tg.a[d] = static_cast<const L_*>(net->tcache->logits[d + 1]);
       tg.rows = net->tc_rows;
     }
-    const float* qn = fh_net_split(net) ? net->pass[0].q + (size_t)B * net->nq : nullptr;
     return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), tg, act, ret, disc, weight, B,
-                                 net->huber_delta, net->wloss, net->signal, g, net->pass[0].s, qn, net->nq);
+                                 net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
   };
   return net->pass[0].ldt == FH_BF16 ? launch(fh_bf16{}) : launch(float{});
 }
@@ -620,28 +606,8 @@ static fh_status fh_net_backward_mma(fh_net* net, int32_t B) {
   return FH_OK;
 }
 
-/* Pass 0's forward over its rows row0 .. row0 + B - 1 (the activations and head outputs of those rows). */
-static fh_status net_forward_rows(fh_net* net, int32_t row0, int32_t B, bool masks) {
-  const fh_layout& L = net->L;
-  fh_net_pass& P = net->pass[0];
-  const size_t es = fh_dtype_size(net->op), ls = fh_dtype_size(P.ldt);
-  void* keep[3 + FH_NET_HEADS] = {P.a1, P.a2, P.ah};
-  for (int k = 0; k < L.n_heads; ++k) keep[3 + k] = P.logits[k];
-  P.a1 = static_cast<char*>(P.a1) + (size_t)row0 * L.h1 * es;
-  P.a2 = static_cast<char*>(P.a2) + (size_t)row0 * L.h2 * es;
-  P.ah = static_cast<char*>(P.ah) + (size_t)row0 * L.n_heads * L.hh * es;
-  for (int k = 0; k < L.n_heads; ++k) P.logits[k] = static_cast<char*>(P.logits[k]) + (size_t)row0 * L.out_pad[k] * ls;
-  const fh_status st = net_forward_x(net, 0, 0, static_cast<char*>(P.x) + (size_t)row0 * L.D * es, B, 0, masks);
-  P.a1 = keep[0];
-  P.a2 = keep[1];
-  P.ah = keep[2];
-  for (int k = 0; k < L.n_heads; ++k) P.logits[k] = keep[3 + k];
-  return st;
-}
-
 /* online([s; s']) and, unless the target is ready, target(s') (forked off pass 0's stream, joined back
- * before the loss). Split (net->split_fwd): online(s') first, then the expected Q of its rows (into pass 0's q,
- * rows B..) on sq_s beside online(s), joined before the loss. */
+ * before the loss). */
 static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready) {
   fh_net_pass& P0 = net->pass[0];
   fh_net_pass& P2 = net->pass[2];
@@ -649,17 +615,7 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready
     FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
     FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
   }
-  if (fh_net_split(net)) {
-    FH_TRY(net_forward_rows(net, B, B, false));
-    FH_CUDA_TRY(cudaEventRecord(net->sq_fork, P0.s));
-    FH_CUDA_TRY(cudaStreamWaitEvent(net->sq_s, net->sq_fork, 0));
-    FH_TRY(fh_launch_expected_q(fh_net_view<fh_bf16>(net, 0, B), B, P0.q + (size_t)B * net->nq, net->nq, net->sq_s));
-    FH_CUDA_TRY(cudaEventRecord(net->sq_join, net->sq_s));
-    FH_TRY(net_forward_rows(net, 0, B, true));
-    FH_CUDA_TRY(cudaStreamWaitEvent(P0.s, net->sq_join, 0));
-  } else {
-    FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
-  }
+  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
   if (!target_ready) {
     FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
     FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));

@@ -111,11 +111,6 @@ struct fh_net {
   float* colsum_trunk[3];       /* kernel backward: partials of dah, da2, da1, whose finishes run on head stream 1
                                    beside the next GEMMs (joined at the end of the backward) */
   cudaEvent_t fin_ev;           /* kernel backward: fork of those finishes */
-  int split_fwd;                /* FH_SPLIT_FORWARD=1 (opt-in, bf16 train logits): pass 0's forward as the s' rows, then
-                                   the s rows, with the expected Q of online(s') (the double-DQN argmax) on sq_s beside
-                                   the s rows' forward instead of inside the loss */
-  cudaStream_t sq_s;
-  cudaEvent_t sq_fork, sq_join;
   int finish_side;              /* 1 (default): those finishes on head stream 1; FH_FINISH_SIDE=0: on the main stream */
   int heads_late;               /* 1 (default; FH_HEADS_LATE=0 off), kernel path: each head stream runs its input
                                    gradient first and the main stream waits only for those (dx_ev); the heads' bias

@@ -739,8 +739,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
-  if (t->net.split_fwd && t->net.pass[0].ldt == FH_BF16 && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", split forward");
   if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
   if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
