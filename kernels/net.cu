@@ -13,8 +13,6 @@
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 
-#include <type_traits>
-
 static constexpr int kCastBlock = 256;
 static constexpr int kColsumRows = 128;   /* rows per partial chunk */
 static constexpr int kColsumRowsNarrow = 32;  /* the narrow kernel's chunk: 4x the blocks of a wide one (one
@@ -91,16 +89,22 @@ static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* _
   }
 }
 
-/* One warp per column: lane l sums chunks l, l+32, ... in order, then a fixed xor-tree across lanes. */
-static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
-                                               float* __restrict__ out) {
-  const int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (col >= n) return;
+/* Column col of n from the partials, one warp: lane l sums chunks l, l+32, ... in order, then a fixed xor-tree
+ * across lanes; lane 0 writes out[col]. */
+__device__ __forceinline__ void fh_colsum_finish_col(const float* __restrict__ partial, int chunks, int n, int col,
+                                                     int lane, float* __restrict__ out) {
   float t = 0.0f;
   for (int c = lane; c < chunks; c += 32) t += partial[(int64_t)c * n + col];
   t = fh_warp_sum(t);
   if (lane == 0) out[col] = t;
+}
+
+/* One warp per column. */
+static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
+                                               float* __restrict__ out) {
+  const int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (col >= n) return;
+  fh_colsum_finish_col(partial, chunks, n, col, threadIdx.x & 31, out);
 }
 
 /* 8 consecutive bf16 gradients dy[off ..] (16 bytes): zeroed where act <= 0, or where the bit of the ReLU
@@ -224,10 +228,7 @@ static __global__ void fh_colsum_finish_multi_kernel(fh_colsum_multi m, int chun
   while (k < m.count && col >= m.p[k].n) col -= m.p[k++].n;
   if (k >= m.count) return;
   const fh_colsum_problem& p = m.p[k];
-  float t = 0.0f;
-  for (int c = lane; c < chunks; c += 32) t += p.partial[(int64_t)c * p.n + col];
-  t = fh_warp_sum(t);
-  if (lane == 0) p.out[col] = t;
+  fh_colsum_finish_col(p.partial, chunks, p.n, col, lane, p.out);
 }
 
 fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s) {
@@ -287,7 +288,7 @@ fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, in
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
                                           const void* bits, int64_t ld_bits) {
   if (B <= 0 || n <= 0) return FH_OK;
-  if (!std::is_same<T, fh_bf16>::value || ld_bits % 8 != 0) bits = nullptr;  /* act decides */
+  if (ld_bits % 8 != 0) bits = nullptr;  /* act decides (as it does wherever the wide bf16 kernel does not run) */
   int chunks = 0;
   FH_TRY(fh_launch_relu_bwd_partial<T>(dy, act, ld, B, n, partial, s, &chunks, static_cast<const uint8_t*>(bits),
                                        (int)(ld_bits / 8)));

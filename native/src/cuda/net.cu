@@ -832,8 +832,7 @@ fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_targe
   }
   bool ok = true;
   for (int k = 0; k < L.n_heads && ok; ++k)
-    ok = cudaMalloc(&tc->logits[k], (size_t)capacity * L.out_pad[k] * es) == cudaSuccess &&
-         cudaMemset(tc->logits[k], 0, (size_t)capacity * L.out_pad[k] * es) == cudaSuccess;
+    ok = cudaMalloc(&tc->logits[k], (size_t)capacity * L.out_pad[k] * es) == cudaSuccess;
   ok = ok && cudaMalloc((void**)&tc->bars, (size_t)chunk * sizeof(int32_t)) == cudaSuccess;
   ok = ok && cudaMalloc((void**)&tc->x, (size_t)chunk * L.D * sizeof(fh_bf16)) == cudaSuccess &&
        cudaMemset(tc->x, 0, (size_t)chunk * L.D * sizeof(fh_bf16)) == cudaSuccess;

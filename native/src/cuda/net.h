@@ -248,7 +248,8 @@ struct fh_target_cache {
   char why[128];                /* why it is off ("" when on) */
 };
 
-/* Decide and allocate (rows zero); off is not an error (why says it). On: also points net->tcache at tc. */
+/* Decide and allocate (the rows hold nothing until a fill; the trainer fills every row right after); off is not
+ * an error (why says it). On: also points net->tcache at tc. */
 fh_status fh_target_cache_setup(fh_target_cache* tc, fh_net* net, const fh_target_p1& tp, int64_t capacity,
                                 int32_t chunk, const fh_config& cfg);
 /* Rows [slot0, slot0 + count) (within the capacity) from the replay's stored bars (capacity) and account

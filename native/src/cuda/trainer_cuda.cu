@@ -337,8 +337,8 @@ static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
   return st;
 }
 
-/* After a change of the target's weights (hard update, set_params, checkpoint load): the first-layer
- * table again, on the train stream (stream-ordered before the next step). */
+/* Target cache rows [slot0, slot0 + count) from the replay's stored states, on the train stream (stream-ordered
+ * before the next step). */
 static fh_status fill_target_cache(fh_trainer* t, int64_t slot0, int64_t count) {
   return fh_target_cache_fill(t->tcache, &t->net, t->replay.v.bar, t->replay.v.account, slot0, count, train_stream(t));
 }
@@ -354,7 +354,8 @@ static fh_status fill_target_cache_rows(fh_trainer* t, int64_t row0, int64_t nro
   return nrows > first ? fill_target_cache(t, 0, (nrows - first) * N) : FH_OK;
 }
 
-/* After a change of the target's weights: the first-layer table, then every row of the target cache. */
+/* After a change of the target's weights (hard update, set_params, checkpoint load): the first-layer table
+ * again, then every row of the target cache. */
 static fh_status refresh_target_p1(fh_trainer* t) {
   FH_TRY(fh_target_p1_refresh(t->tp1, &t->net, t->dm.view, t->cfg.window, train_stream(t)));
   return fill_target_cache(t, 0, t->replay.capacity);
