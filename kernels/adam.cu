@@ -25,7 +25,6 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
                                       const float* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
                                       const float* __restrict__ grad_scale, const int64_t* __restrict__ step,
                                       float lr, float b1, float b2, float eps) {
-  FH_PDL_ENTRY();
   /* the bias corrections (float64 pow) and the clip factor once per block */
   __shared__ float s_c[3];
   if (threadIdx.x == 0) {
@@ -49,11 +48,10 @@ static __global__ void fh_adam_kernel(int64_t n, float* __restrict__ p, T* __res
   }
 }
 
-static __global__ void fh_step_bump_kernel(int64_t* step) {
-  FH_PDL_ENTRY(); *step += 1; }
+static __global__ void fh_step_bump_kernel(int64_t* step) { *step += 1; }
 
 fh_status fh_launch_step_bump(int64_t* step, cudaStream_t s) {
-  fh_launch(fh_step_bump_kernel, 1, 1, 0, s, step);
+  fh_step_bump_kernel<<<1, 1, 0, s>>>(step);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -64,10 +62,10 @@ fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* 
   int64_t blocks = CEIL_DIV(CEIL_DIV(n, (int64_t)4), (int64_t)kAdamBlock);  /* a 16-byte group per thread */
   if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
   if (blocks < 1) blocks = 1;
-  fh_launch(fh_adam_kernel<T>, (unsigned)blocks, kAdamBlock, 0, s, n, p, shadow, g, m, v, grad_scale, step, lr, beta1,
-            beta2, eps);
+  fh_adam_kernel<T><<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, shadow, g, m, v, grad_scale, step, lr, beta1, beta2,
+                                                           eps);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_step_bump_kernel, 1, 1, 0, s, step);
+  fh_step_bump_kernel<<<1, 1, 0, s>>>(step);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -75,7 +73,6 @@ fh_status fh_launch_adam(int64_t n, float* p, T* shadow, const float* g, float* 
 static __global__ void fh_adam_plain_kernel(int64_t n, float* __restrict__ p, const float* __restrict__ g,
                                             float* __restrict__ m, float* __restrict__ v, float lr, float b1,
                                             float b2, float eps, float bc1, float bc2) {
-  FH_PDL_ENTRY();
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     float mi = m[i], vi = v[i], pi = p[i];
     fh_adam_update(pi, g[i], mi, vi, lr, b1, b2, eps, bc1, bc2);
@@ -92,7 +89,7 @@ fh_status fh_launch_adam_plain(int64_t n, float* p, const float* g, float* m, fl
   if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
   const float bc1 = fh_adam_bias(beta1, step);
   const float bc2 = fh_adam_bias(beta2, step);
-  fh_launch(fh_adam_plain_kernel, (unsigned)blocks, kAdamBlock, 0, s, n, p, g, m, v, lr, beta1, beta2, eps, bc1, bc2);
+  fh_adam_plain_kernel<<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, p, g, m, v, lr, beta1, beta2, eps, bc1, bc2);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -101,7 +98,6 @@ template <typename T>
 static __global__ void fh_target_kernel(int64_t n, const float* __restrict__ online, float* __restrict__ tgt,
                                         T* __restrict__ shadow, const int64_t* __restrict__ step, int every,
                                         float tau) {
-  FH_PDL_ENTRY();
   /* *step is the number of optimiser steps taken so far (already bumped by Adam): the t Adam used */
   const float mix = fh_target_mix(tau, every, *step);
   if (mix == 0.0f) return;
@@ -118,7 +114,7 @@ fh_status fh_launch_target_update(int64_t n, const float* online, float* tgt, T*
   int64_t blocks = CEIL_DIV(n, (int64_t)kAdamBlock);
   if (blocks > kAdamMaxBlocks) blocks = kAdamMaxBlocks;
   if (blocks < 1) blocks = 1;
-  fh_launch(fh_target_kernel<T>, (unsigned)blocks, kAdamBlock, 0, s, n, online, tgt, shadow, step, every, tau);
+  fh_target_kernel<T><<<(unsigned)blocks, kAdamBlock, 0, s>>>(n, online, tgt, shadow, step, every, tau);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -49,7 +49,6 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                                             float* __restrict__ disc, int32_t* __restrict__ nbar,
                                             int32_t* __restrict__ nslot, T* obs,
                                             T* next_obs, int32_t ld) {
-  FH_PDL_ENTRY();
   const int lane = threadIdx.x & 31;
   const int64_t w = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
   if (w >= 2 * (int64_t)B) return;
@@ -96,18 +95,18 @@ static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& 
   if constexpr (std::is_same<T, fh_bf16>::value) {
     const char* e = getenv("FH_GATHER_BF16_SOURCE");  /* "0": convert from fp32 (for comparisons) */
     if (fb && F % 8 == 0 && ld % 8 == 0 && !(e && e[0] == '0')) {
-      fh_launch(replay_gather_kernel<T, true, true>, grid, block, 0, s, r.v, r.n_step, r.gamma, f, fb, F, window,
-                b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
+      replay_gather_kernel<T, true, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
       FH_LAUNCH_CHECK();
       return FH_OK;
     }
   }
   if (fh_gather_vec_ok(F, window, ld))
-    fh_launch(replay_gather_kernel<T, true, false>, grid, block, 0, s, r.v, r.n_step, r.gamma, f, fb, F, window, b.slot,
-              B, b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
+    replay_gather_kernel<T, true, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   else
-    fh_launch(replay_gather_kernel<T, false, false>, grid, block, 0, s, r.v, r.n_step, r.gamma, f, fb, F, window,
-              b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
+    replay_gather_kernel<T, false, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -7,9 +7,6 @@
  *                          (FH_ERR_OUT_OF_MEMORY for cudaErrorMemoryAllocation). Never aborts.
  *   FH_LAUNCH_CHECK()      the same for cudaGetLastError() right after a kernel launch
  *   fh_bf16                the bf16 type used for GEMM operands
- *   fh_launch(k, g, b, smem, s, args...)  every kernel launch of the CUDA backend: cudaLaunchKernelEx with
- *                          programmatic dependent launch (PDL) allowed unless FH_PDL=0 (see below)
- *   FH_PDL_ENTRY()         the first statement of every kernel fh_launch starts
  *
  * The device helpers are compiled only under nvcc, so host .cpp files (gemm_cublaslt.cpp) can include
  * this header too. Nothing here allocates.
@@ -69,53 +66,7 @@ static inline fh_status fh_cuda_status(cudaError_t e) {
     if (fh_s_ != FH_OK) return fh_s_;       \
   } while (0)
 
-/* Programmatic dependent launch (Hopper): a kernel started by fh_launch may be scheduled while the kernel
- * before it in its stream (or, in a graph, its same-stream predecessor node) is still running, once every
- * block of that kernel has passed its FH_PDL_ENTRY. So FH_PDL_ENTRY first waits (griddepcontrol.wait) until
- * the predecessor has completed and its memory is visible, and only then lets this kernel's own dependents
- * be scheduled (griddepcontrol.launch_dependents): no kernel reads or writes anything before everything it
- * depends on is done, transitively. What overlaps is the launch, the block scheduling and the ramp of a
- * kernel with the tail of the one before. Launches that follow a non-kernel node (event join, copy)
- * serialise as usual. fh_pdl_on(): FH_PDL as the last trainer create read it (fh_pdl_configure; "0": plain
- * launches, for A/B runs and the bit-for-bit check against them). */
-#ifdef __cplusplus
-extern "C" {
-#endif
-int fh_pdl_on(void);
-void fh_pdl_configure(void);
-#ifdef __cplusplus
-}
-#endif
-
 #if defined(__CUDACC__)
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define FH_PDL_ENTRY()                                       \
-  do {                                                       \
-    asm volatile("griddepcontrol.wait;" ::: "memory");       \
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); \
-  } while (0)
-#else
-#define FH_PDL_ENTRY() \
-  do {                 \
-  } while (0)
-#endif
-
-template <typename... P, typename... A>
-static inline cudaError_t fh_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                    A&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = fh_pdl_on() ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<A&&>(args)...);
-}
-
 /* Value conversion helpers usable in templates over float / bf16 (device code only). */
 template <typename T> __device__ __forceinline__ float fh_to_f32(T v);
 template <> __device__ __forceinline__ float fh_to_f32<float>(float v) { return v; }

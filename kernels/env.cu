@@ -24,7 +24,6 @@
 
 static __global__ void env_reset_all_kernel(fh_market_view m, fh_env_params p, fh_env_state* state, int32_t n,
                                             uint64_t seed, const int64_t* env_step) {
-  FH_PDL_ENTRY();
   const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   fh_env_state s;
@@ -35,7 +34,6 @@ static __global__ void env_reset_all_kernel(fh_market_view m, fh_env_params p, f
 template <typename T, bool VEC>
 static __global__ void env_observe_kernel(fh_market_view m, fh_env_params p, const fh_env_state* __restrict__ state,
                                           int32_t n, T* __restrict__ obs, int32_t ld) {
-  FH_PDL_ENTRY();
   __shared__ float acc[FH_OBS_WARPS][FH_ENV_ACCOUNT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t e = blockIdx.x * FH_OBS_WARPS + warp;
@@ -78,7 +76,6 @@ __device__ __forceinline__ double fh_select_eps(const fh_select_args& a, int64_t
 static __global__ void select_actions_kernel(fh_select_args a, const float* __restrict__ q, int32_t ldq,
                                              const int64_t* __restrict__ env_step, int32_t step_in_epoch,
                                              int32_t* __restrict__ actions, float* __restrict__ eps_out) {
-  FH_PDL_ENTRY();
   const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= a.n) return;
   const int64_t c = *env_step + step_in_epoch;
@@ -151,7 +148,6 @@ __device__ __forceinline__ void fh_step_one(const fh_market_view& m, const fh_en
 static __global__ void env_step_kernel(fh_market_view m, fh_env_params p, fh_step_args a, fh_env_state* state,
                                        const int64_t* __restrict__ env_step, int32_t step_in_epoch,
                                        const int32_t* __restrict__ actions) {
-  FH_PDL_ENTRY();
   const int32_t e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= a.n) return;
   const int64_t c = *env_step + step_in_epoch;
@@ -169,7 +165,6 @@ static __global__ void env_act_step_observe_kernel(fh_market_view m, fh_env_para
                                                    const float* __restrict__ q, int32_t ldq,
                                                    int32_t* __restrict__ actions, float* __restrict__ eps_out,
                                                    T* __restrict__ obs, int32_t ld) {
-  FH_PDL_ENTRY();
   __shared__ float acc[FH_OBS_WARPS][FH_ENV_ACCOUNT];
   __shared__ int32_t cur_t[FH_OBS_WARPS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -195,14 +190,13 @@ static __global__ void env_act_step_observe_kernel(fh_market_view m, fh_env_para
                             obs + (int64_t)e * ld);
 }
 
-static __global__ void collect_end_kernel(int64_t* env_step, int32_t steps) {
-  FH_PDL_ENTRY(); *env_step += steps; }
+static __global__ void collect_end_kernel(int64_t* env_step, int32_t steps) { *env_step += steps; }
 
 /* ---------------------------------------------------------------- launchers */
 
 fh_status fh_launch_env_reset_all(const fh_cuda_envs& e, const fh_cuda_market& m, cudaStream_t s) {
-  fh_launch(env_reset_all_kernel, CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s, m.view, e.p, e.state, e.n, e.seed,
-            e.env_step);
+  env_reset_all_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(m.view, e.p, e.state, e.n, e.seed,
+                                                                          e.env_step);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -212,9 +206,9 @@ static fh_status launch_observe_t(const fh_cuda_envs& e, const fh_cuda_market& m
                                   cudaStream_t s) {
   const dim3 grid(CEIL_DIV(e.n, FH_OBS_WARPS)), block(32 * FH_OBS_WARPS);
   if (fh_gather_vec_ok(m.view.n_features, e.p.window, ld))
-    fh_launch(env_observe_kernel<T, true>, grid, block, 0, s, m.view, e.p, e.state, e.n, obs, ld);
+    env_observe_kernel<T, true><<<grid, block, 0, s>>>(m.view, e.p, e.state, e.n, obs, ld);
   else
-    fh_launch(env_observe_kernel<T, false>, grid, block, 0, s, m.view, e.p, e.state, e.n, obs, ld);
+    env_observe_kernel<T, false><<<grid, block, 0, s>>>(m.view, e.p, e.state, e.n, obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -264,8 +258,8 @@ static fh_status step_args(const fh_cuda_envs& e, const fh_cuda_replay* r, fh_st
 
 fh_status fh_launch_select_actions(const fh_cuda_envs& e, const float* q, int32_t ldq, int32_t step_in_epoch,
                                    int32_t greedy, cudaStream_t s) {
-  fh_launch(select_actions_kernel, CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s, select_args(e, greedy), q, ldq,
-            e.env_step, step_in_epoch, e.actions, e.epsilon);
+  select_actions_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(select_args(e, greedy), q, ldq, e.env_step,
+                                                                           step_in_epoch, e.actions, e.epsilon);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -274,8 +268,8 @@ fh_status fh_launch_env_step(const fh_cuda_envs& e, const fh_cuda_market& m, con
                              int32_t step_in_epoch, cudaStream_t s) {
   fh_step_args a;
   FH_TRY(step_args(e, r, &a));
-  fh_launch(env_step_kernel, CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s, m.view, e.p, a, e.state, e.env_step,
-            step_in_epoch, e.actions);
+  env_step_kernel<<<CEIL_DIV(e.n, FH_ENV_BLOCK), FH_ENV_BLOCK, 0, s>>>(m.view, e.p, a, e.state, e.env_step,
+                                                                     step_in_epoch, e.actions);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -289,11 +283,11 @@ static fh_status launch_fused_t(const fh_cuda_envs& e, const fh_cuda_market& m, 
   const fh_select_args sa = select_args(e, 0);
   const dim3 grid(CEIL_DIV(e.n, FH_OBS_WARPS)), block(32 * FH_OBS_WARPS);
   if (fh_gather_vec_ok(m.view.n_features, e.p.window, ld))
-    fh_launch(env_act_step_observe_kernel<T, true>, grid, block, 0, s, m.view, e.p, sa, a, e.state, e.env_step,
-              step_in_epoch, q, ldq, e.actions, e.epsilon, obs, ld);
+    env_act_step_observe_kernel<T, true><<<grid, block, 0, s>>>(m.view, e.p, sa, a, e.state, e.env_step, step_in_epoch,
+                                                                q, ldq, e.actions, e.epsilon, obs, ld);
   else
-    fh_launch(env_act_step_observe_kernel<T, false>, grid, block, 0, s, m.view, e.p, sa, a, e.state, e.env_step,
-              step_in_epoch, q, ldq, e.actions, e.epsilon, obs, ld);
+    env_act_step_observe_kernel<T, false><<<grid, block, 0, s>>>(m.view, e.p, sa, a, e.state, e.env_step,
+                                                                 step_in_epoch, q, ldq, e.actions, e.epsilon, obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -308,7 +302,7 @@ fh_status fh_launch_env_act_step_observe(const fh_cuda_envs& e, const fh_cuda_ma
 }
 
 fh_status fh_launch_collect_end(const fh_cuda_envs& e, const fh_cuda_replay* r, int32_t steps, cudaStream_t s) {
-  fh_launch(collect_end_kernel, 1, 1, 0, s, e.env_step, steps);
+  collect_end_kernel<<<1, 1, 0, s>>>(e.env_step, steps);
   FH_LAUNCH_CHECK();
   if (r) return fh_launch_tree_rebuild(r->tree, s);
   return FH_OK;

@@ -19,7 +19,6 @@ static fh_eval_args eval_args(const fh_cuda_eval& ev) { return fh_eval_make_args
 static fh_eval_q eval_q(const fh_cuda_eval& ev) { return fh_eval_make_q(ev); }
 
 static __global__ void eval_reset_kernel(fh_eval_args a) {
-  FH_PDL_ENTRY();
   const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= a.n_seg) return;
   fh_env_state s;
@@ -29,7 +28,6 @@ static __global__ void eval_reset_kernel(fh_eval_args a) {
 
 template <typename T, bool VEC>
 static __global__ void eval_observe_kernel(fh_eval_args a, T* __restrict__ obs, int32_t ld) {
-  FH_PDL_ENTRY();
   __shared__ float acc[FH_EVAL_OBS_WARPS][FH_ENV_ACCOUNT];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t k = blockIdx.x * FH_EVAL_OBS_WARPS + warp;
@@ -45,7 +43,6 @@ static __global__ void eval_observe_kernel(fh_eval_args a, T* __restrict__ obs, 
 template <typename T, bool VEC>
 static __global__ void eval_step_observe_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q,
                                                 int32_t ldq, int32_t step, T* __restrict__ obs, int32_t ld) {
-  FH_PDL_ENTRY();
   __shared__ float acc[FH_EVAL_OBS_WARPS][FH_ENV_ACCOUNT];
   __shared__ int64_t cur_t[FH_EVAL_OBS_WARPS];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -69,7 +66,6 @@ static __global__ void eval_step_observe_kernel(fh_eval_args a, fh_eval_q qa, co
 
 static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const float* __restrict__ q, int32_t ldq,
                                         int32_t step) {
-  FH_PDL_ENTRY();
   const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= a.n_seg) return;
   const int32_t b = a.seg_begin[k], e = a.seg_end[k];
@@ -82,7 +78,6 @@ static __global__ void eval_step_kernel(fh_eval_args a, fh_eval_q qa, const floa
 }
 
 static __global__ void eval_finish_kernel(fh_eval_args a) {
-  FH_PDL_ENTRY();
   const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= a.n_seg) return;
   fh_env_state s = a.state[k];
@@ -91,7 +86,6 @@ static __global__ void eval_finish_kernel(fh_eval_args a) {
 }
 
 static __global__ void eval_fixed_kernel(fh_eval_args a, int32_t a0, int32_t a1) {
-  FH_PDL_ENTRY();
   const int32_t k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= a.n_seg) return;
   const int32_t b = a.seg_begin[k], e = a.seg_end[k];
@@ -112,7 +106,7 @@ static fh_status eval_clear(const fh_cuda_eval& ev, cudaStream_t s) {
 
 fh_status fh_launch_eval_reset(const fh_cuda_eval& ev, cudaStream_t s) {
   FH_TRY(eval_clear(ev, s));
-  fh_launch(eval_reset_kernel, CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s, eval_args(ev));
+  eval_reset_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev));
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -121,9 +115,9 @@ template <typename T>
 static fh_status launch_eval_observe_t(const fh_cuda_eval& ev, T* obs, int32_t ld, cudaStream_t s) {
   const dim3 grid(CEIL_DIV(ev.n_seg, FH_EVAL_OBS_WARPS)), block(32 * FH_EVAL_OBS_WARPS);
   if (fh_gather_vec_ok(ev.view.n_features, ev.p.window, ld))
-    fh_launch(eval_observe_kernel<T, true>, grid, block, 0, s, eval_args(ev), obs, ld);
+    eval_observe_kernel<T, true><<<grid, block, 0, s>>>(eval_args(ev), obs, ld);
   else
-    fh_launch(eval_observe_kernel<T, false>, grid, block, 0, s, eval_args(ev), obs, ld);
+    eval_observe_kernel<T, false><<<grid, block, 0, s>>>(eval_args(ev), obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -136,7 +130,7 @@ fh_status fh_launch_eval_observe(const fh_cuda_eval& ev, fh_dtype dtype, void* o
 
 fh_status fh_launch_eval_step(const fh_cuda_eval& ev, const float* q, int32_t ldq, int32_t step, cudaStream_t s) {
   const fh_eval_q qa = eval_q(ev);
-  fh_launch(eval_step_kernel, CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s, eval_args(ev), qa, q, ldq, step);
+  eval_step_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev), qa, q, ldq, step);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -146,9 +140,9 @@ static fh_status launch_eval_step_observe_t(const fh_cuda_eval& ev, const float*
                                             int32_t ld, cudaStream_t s) {
   const dim3 grid(CEIL_DIV(ev.n_seg, FH_EVAL_OBS_WARPS)), block(32 * FH_EVAL_OBS_WARPS);
   if (fh_gather_vec_ok(ev.view.n_features, ev.p.window, ld))
-    fh_launch(eval_step_observe_kernel<T, true>, grid, block, 0, s, eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
+    eval_step_observe_kernel<T, true><<<grid, block, 0, s>>>(eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
   else
-    fh_launch(eval_step_observe_kernel<T, false>, grid, block, 0, s, eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
+    eval_step_observe_kernel<T, false><<<grid, block, 0, s>>>(eval_args(ev), eval_q(ev), q, ldq, step, obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -161,7 +155,7 @@ fh_status fh_launch_eval_step_observe(const fh_cuda_eval& ev, const float* q, in
 }
 
 fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s) {
-  fh_launch(eval_finish_kernel, CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s, eval_args(ev));
+  eval_finish_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev));
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -189,7 +183,7 @@ fh_status fh_launch_eval_fixed(const fh_cuda_eval& ev, fh_eval_policy policy, cu
   int32_t a0, a1;
   action_for_target(ev.p, policy == FH_EVAL_FLAT ? 0 : ev.p.max_contracts, &a0, &a1);
   FH_TRY(eval_clear(ev, s));
-  fh_launch(eval_fixed_kernel, CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s, eval_args(ev), a0, a1);
+  eval_fixed_kernel<<<CEIL_DIV(ev.n_seg, FH_EVAL_BLOCK), FH_EVAL_BLOCK, 0, s>>>(eval_args(ev), a0, a1);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -51,7 +51,6 @@ static __global__ void __launch_bounds__(kRefThreads)
     fh_gemm_ref_kernel(bool ta, bool tb, int m, int n, int k, const TA* __restrict__ A, int lda,
                        const TA* __restrict__ B, int ldb, TC* __restrict__ C, int ldc, const TC* __restrict__ bias,
                        bool relu) {
-  FH_PDL_ENTRY();
   __shared__ __align__(16) float As[kRefBK][kRefBM + kRefPad];  /* As[p][i] = op(A)(i0 + i, k0 + p) */
   __shared__ __align__(16) float Bs[kRefBK][kRefBN + kRefPad];  /* Bs[p][j] = op(B)(k0 + p, j0 + j) */
   const int tid = threadIdx.x;
@@ -123,8 +122,9 @@ template <typename TA, typename TC>
 static fh_status fh_gemm_ref_t(bool ta, bool tb, int m, int n, int k, const void* A, int lda, const void* B, int ldb,
                                void* C, int ldc, const void* bias, bool relu, cudaStream_t s) {
   const dim3 grid((unsigned)CEIL_DIV(n, kRefBN), (unsigned)CEIL_DIV(m, kRefBM));
-  fh_launch(fh_gemm_ref_kernel<TA, TC>, grid, kRefThreads, 0, s, ta, tb, m, n, k, static_cast<const TA*>(A), lda,
-            static_cast<const TA*>(B), ldb, static_cast<TC*>(C), ldc, static_cast<const TC*>(bias), relu);
+  fh_gemm_ref_kernel<TA, TC><<<grid, kRefThreads, 0, s>>>(ta, tb, m, n, k, static_cast<const TA*>(A), lda,
+                                                          static_cast<const TA*>(B), ldb, static_cast<TC*>(C), ldc,
+                                                          static_cast<const TC*>(bias), relu);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

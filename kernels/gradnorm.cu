@@ -36,7 +36,6 @@ __device__ static double fh_block_sum_d(double v, double* sh) {
 
 static __global__ void fh_sum_partial_kernel(const float* __restrict__ x, int64_t n, int squares,
                                              double* __restrict__ partial) {
-  FH_PDL_ENTRY();
   __shared__ double sh[32];
   double acc = 0.0;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
@@ -67,7 +66,6 @@ __device__ static float2 fh_norm_clip(double sumsq, float clip) {
 /* mode 0: out_d = sum; mode 1: norm/scale; mode 2: mean as float */
 static __global__ void fh_sum_finish_kernel(const double* __restrict__ partial, int nparts, int mode, int64_t n,
                                             float clip, double* out_d, float* out_a, float* out_b) {
-  FH_PDL_ENTRY();
   __shared__ double sh[32];
   double t = fh_sum_partials_d(partial, nparts, sh);
   if (threadIdx.x != 0) return;
@@ -83,26 +81,26 @@ static __global__ void fh_sum_finish_kernel(const double* __restrict__ partial, 
 }
 
 fh_status fh_launch_sum(const float* x, int64_t n, int squares, double* partial, double* out, cudaStream_t s) {
-  fh_launch(fh_sum_partial_kernel, kSumBlocks, kSumThreads, 0, s, x, n, squares, partial);
+  fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(x, n, squares, partial);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_sum_finish_kernel, 1, kSumThreads, 0, s, partial, kSumBlocks, 0, n, 0.0f, out, nullptr, nullptr);
+  fh_sum_finish_kernel<<<1, kSumThreads, 0, s>>>(partial, kSumBlocks, 0, n, 0.0f, out, nullptr, nullptr);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
 fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* partial, float* norm_out,
                               float* scale_out, cudaStream_t s) {
-  fh_launch(fh_sum_partial_kernel, kSumBlocks, kSumThreads, 0, s, g, n, 1, partial);
+  fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(g, n, 1, partial);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_sum_finish_kernel, 1, kSumThreads, 0, s, partial, kSumBlocks, 1, n, clip, nullptr, norm_out, scale_out);
+  fh_sum_finish_kernel<<<1, kSumThreads, 0, s>>>(partial, kSumBlocks, 1, n, clip, nullptr, norm_out, scale_out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
 fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s) {
-  fh_launch(fh_sum_partial_kernel, kSumBlocks, kSumThreads, 0, s, x, n, 0, partial);
+  fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(x, n, 0, partial);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_sum_finish_kernel, 1, kSumThreads, 0, s, partial, kSumBlocks, 2, n, 0.0f, nullptr, out, nullptr);
+  fh_sum_finish_kernel<<<1, kSumThreads, 0, s>>>(partial, kSumBlocks, 2, n, 0.0f, nullptr, out, nullptr);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -124,13 +122,12 @@ __device__ static void fh_write_step_record(float loss, float gnorm, int64_t ste
 
 static __global__ void fh_record_step_kernel(const float* loss, const float* gnorm, const int64_t* step, int cap,
                                              float* loss_hist, float* gnorm_hist, int64_t* done) {
-  FH_PDL_ENTRY();
   fh_write_step_record(*loss, *gnorm, *step, cap, loss_hist, gnorm_hist, done);
 }
 
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
                                 float* gnorm_hist, int64_t* done, cudaStream_t s) {
-  fh_launch(fh_record_step_kernel, 1, 1, 0, s, loss, gnorm, step, cap, loss_hist, gnorm_hist, done);
+  fh_record_step_kernel<<<1, 1, 0, s>>>(loss, gnorm, step, cap, loss_hist, gnorm_hist, done);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -149,7 +146,6 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
                    int every, float tau, fh_step_record rec) {
-  FH_PDL_ENTRY();
   __shared__ double sh[32];
   __shared__ float s_c[4];
   int64_t t = 0;
@@ -214,14 +210,15 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
   if ((f32 & 15) || (sh & (4 * sizeof(T) - 1))) return FH_ERR_INVALID_ARGUMENT;
-  fh_launch(fh_sum_partial_kernel, kSumBlocks, kSumThreads, 0, s, g, n, 1, partial);
+  fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(g, n, 1, partial);
   FH_LAUNCH_CHECK();
   int64_t blocks = CEIL_DIV(CEIL_DIV(n, (int64_t)4), (int64_t)kSumThreads);  /* a 16-byte group per thread */
   if (blocks > kOptimMaxBlocks) blocks = kOptimMaxBlocks;
   if (blocks < 1) blocks = 1;
-  fh_launch(fh_optimise_kernel<T>, (unsigned)blocks, kSumThreads, 0, s, n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
-            norm_out, scale_out, step, ticket, clip, lr, beta1, beta2, eps, target_every, tau,
-            rec ? *rec : fh_step_record{});
+  fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
+                                                                 norm_out, scale_out, step, ticket, clip, lr, beta1,
+                                                                 beta2, eps, target_every, tau,
+                                                                 rec ? *rec : fh_step_record{});
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

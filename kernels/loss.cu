@@ -62,7 +62,6 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view_t<L> on_s, fh_heads_view
                                           const float* __restrict__ disc, const float* __restrict__ weight, int B,
                                           float huber_delta, float* __restrict__ wloss, float* __restrict__ signal,
                                           fh_heads_grad<T> grad) {
-  FH_PDL_ENTRY();
   extern __shared__ float s_loss[];
   const int warps = blockDim.x >> 5;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -211,7 +210,6 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
                             const int32_t* __restrict__ act, const float* __restrict__ ret,
                             const float* __restrict__ disc, const float* __restrict__ weight, int B,
                             float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
-  FH_PDL_ENTRY();
   constexpr int NB = FH_MAX_BRANCHES;
   __shared__ float s_m[kFastWarps][FH_MAX_ATOMS_GPU];
   __shared__ float s_b[kFastWarps][FH_MAX_ATOMS_GPU];
@@ -607,7 +605,6 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
                                 const int32_t* __restrict__ act, const float* __restrict__ ret,
                                 const float* __restrict__ disc, const float* __restrict__ weight, int B,
                                 float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
-  FH_PDL_ENTRY();
   constexpr int NB = FH_MAX_BRANCHES, NA = NB * MAXN;
   static_assert(NA <= 32, "fh_c51_loss_fastmath_kernel: at most 32 action slots");
   __shared__ float s_m[kFastWarps][FH_MAX_ATOMS_GPU];
@@ -900,21 +897,21 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     if constexpr (std::is_same<T, fh_bf16>::value) {
       if (fh_loss_fast_math_allowed()) {
         if (maxn <= 4)
-          fh_launch(fh_c51_loss_fastmath_kernel<T, L, 4>, blocks, kFastWarps * 32, 0, s, on_s, on_sn, tg_sn, act, ret,
-                    disc, weight, B, wloss, signal, grad);
+          fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
         else
-          fh_launch(fh_c51_loss_fastmath_kernel<T, L, 8>, blocks, kFastWarps * 32, 0, s, on_s, on_sn, tg_sn, act, ret,
-                    disc, weight, B, wloss, signal, grad);
+          fh_c51_loss_fastmath_kernel<T, L, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
+                                                                               weight, B, wloss, signal, grad);
         FH_LAUNCH_CHECK();
         return FH_OK;
       }
     }
     if (maxn <= 4)
-      fh_launch(fh_c51_loss_fast_kernel<T, L, 4>, blocks, kFastWarps * 32, 0, s, on_s, on_sn, tg_sn, act, ret, disc,
-                weight, B, wloss, signal, grad);
+      fh_c51_loss_fast_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+                                                                       wloss, signal, grad);
     else
-      fh_launch(fh_c51_loss_fast_kernel<T, L, 8>, blocks, kFastWarps * 32, 0, s, on_s, on_sn, tg_sn, act, ret, disc,
-                weight, B, wloss, signal, grad);
+      fh_c51_loss_fast_kernel<T, L, 8><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc, weight, B,
+                                                                       wloss, signal, grad);
     FH_LAUNCH_CHECK();
     return FH_OK;
   }
@@ -925,8 +922,8 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_bdq_loss", "head outputs too wide for shared memory");
     return FH_ERR_INVALID_CONFIG;
   }
-  fh_launch(fh_bdq_loss_kernel<T, L>, CEIL_DIV(B, warps), warps * 32, per_warp * warps, s, on_s, on_sn, tg_sn, act, ret,
-            disc, weight, B, huber_delta, wloss, signal, grad);
+  fh_bdq_loss_kernel<T, L><<<CEIL_DIV(B, warps), warps * 32, per_warp * warps, s>>>(
+      on_s, on_sn, tg_sn, act, ret, disc, weight, B, huber_delta, wloss, signal, grad);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -21,7 +21,6 @@ static constexpr int kColsumTx = 32, kColsumTy = 8;
 
 template <typename T>
 static __global__ void fh_cast_kernel(const float* __restrict__ src, T* __restrict__ dst, int64_t n) {
-  FH_PDL_ENTRY();
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (; i < n; i += stride) dst[i] = fh_from_f32<T>(src[i]);
@@ -32,7 +31,7 @@ fh_status fh_launch_cast(const float* src, T* dst, int64_t n, cudaStream_t s) {
   if (n <= 0) return FH_OK;
   int64_t blocks = CEIL_DIV(n, (int64_t)kCastBlock);
   if (blocks > 65535 * 8) blocks = 65535 * 8;
-  fh_launch(fh_cast_kernel<T>, (unsigned)blocks, kCastBlock, 0, s, src, dst, n);
+  fh_cast_kernel<T><<<(unsigned)blocks, kCastBlock, 0, s>>>(src, dst, n);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -40,7 +39,6 @@ fh_status fh_launch_cast(const float* src, T* dst, int64_t n, cudaStream_t s) {
 template <typename T>
 static __global__ void fh_cast_2d_kernel(const float* __restrict__ src, int lds, T* __restrict__ dst, int ldd,
                                          int rows, int cols) {
-  FH_PDL_ENTRY();
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int64_t total = (int64_t)rows * ldd;
   if (i >= total) return;
@@ -52,8 +50,8 @@ template <typename T>
 fh_status fh_launch_cast_2d(const float* src, int lds, T* dst, int ldd, int rows, int cols, cudaStream_t s) {
   int64_t total = (int64_t)rows * ldd;
   if (total <= 0) return FH_OK;
-  fh_launch(fh_cast_2d_kernel<T>, (unsigned)CEIL_DIV(total, (int64_t)kCastBlock), kCastBlock, 0, s, src, lds, dst, ldd,
-            rows, cols);
+  fh_cast_2d_kernel<T><<<(unsigned)CEIL_DIV(total, (int64_t)kCastBlock), kCastBlock, 0, s>>>(src, lds, dst, ldd,
+                                                                                            rows, cols);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -64,7 +62,6 @@ int64_t fh_colsum_partial_floats(int B, int n) { return (int64_t)CEIL_DIV(B, kCo
 template <typename T>
 static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* __restrict__ act, int ld, int B,
                                                   int n, float* __restrict__ partial) {
-  FH_PDL_ENTRY();
   __shared__ float sm[kColsumTy][kColsumTx + 1];
   int col = blockIdx.x * kColsumTx + threadIdx.x;
   int r0 = blockIdx.y * kColsumRows;
@@ -105,7 +102,6 @@ __device__ __forceinline__ void fh_colsum_finish_col(const float* __restrict__ p
 /* One warp per column. */
 static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
                                                float* __restrict__ out) {
-  FH_PDL_ENTRY();
   const int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (col >= n) return;
   fh_colsum_finish_col(partial, chunks, n, col, threadIdx.x & 31, out);
@@ -156,7 +152,6 @@ __device__ __forceinline__ void fh_relu_bwd_chunk8(fh_bf16* __restrict__ dy, con
 static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
                                                       int ld, int B, int n, float* __restrict__ partial,
                                                       const uint8_t* __restrict__ bits, int ldbytes) {
-  FH_PDL_ENTRY();
   __shared__ float sm[kColsumTy][kColsumTx * 8 + 1];
   const int c0 = (blockIdx.x * kColsumTx + threadIdx.x) * 8;
   const int r0 = blockIdx.y * kColsumRows;
@@ -212,7 +207,6 @@ __device__ __forceinline__ void fh_relu_bwd_partial_narrow(fh_bf16* __restrict__
 
 static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
                                                          int ld, int B, int n, float* __restrict__ partial) {
-  FH_PDL_ENTRY();
   __shared__ float sm[kColsumTx * kColsumTy * 8];
   fh_relu_bwd_partial_narrow(dy, act, ld, B, n, partial, sm);
 }
@@ -220,7 +214,6 @@ static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ d
 /* Several narrow column sums in one launch (blockIdx.z = the problem), each problem's partials exactly those
  * of its own fh_relu_bwd_partial_narrow_kernel launch. */
 static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B) {
-  FH_PDL_ENTRY();
   __shared__ float sm[kColsumTx * kColsumTy * 8];
   const fh_colsum_problem& p = m.p[blockIdx.z];
   fh_relu_bwd_partial_narrow(p.dy, nullptr, p.ld, B, p.n, p.partial, sm);
@@ -229,7 +222,6 @@ static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B) 
 /* The finishes of those problems in one launch: one warp per column of all of them, each column summed as
  * fh_colsum_finish_kernel sums it. */
 static __global__ void fh_colsum_finish_multi_kernel(fh_colsum_multi m, int chunks) {
-  FH_PDL_ENTRY();
   int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   int k = 0;
@@ -250,9 +242,9 @@ fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s
   }
   const int chunks = CEIL_DIV(B, kColsumRowsNarrow);
   dim3 grid(1, chunks, m.count), block(kColsumTx, kColsumTy);
-  fh_launch(fh_colsum_partial_multi_kernel, grid, block, 0, s, m, B);
+  fh_colsum_partial_multi_kernel<<<grid, block, 0, s>>>(m, B);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_colsum_finish_multi_kernel, CEIL_DIV(cols * 32, 256), 256, 0, s, m, chunks);
+  fh_colsum_finish_multi_kernel<<<CEIL_DIV(cols * 32, 256), 256, 0, s>>>(m, chunks);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -275,15 +267,16 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
   if (vec && n < kColsumTx * 8) {
     chunks = CEIL_DIV(B, kColsumRowsNarrow);
     dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
-    fh_launch(fh_relu_bwd_partial_narrow_kernel, grid, block, 0, s, reinterpret_cast<fh_bf16*>(dy),
-              reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
+    fh_relu_bwd_partial_narrow_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
+                                                             reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
   } else if (vec) {
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
-    fh_launch(fh_relu_bwd_partial_vec_kernel, grid, block, 0, s, reinterpret_cast<fh_bf16*>(dy),
-              reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial, bits, ldbytes);
+    fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
+                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial,
+                                                          bits, ldbytes);
   } else {
     dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
-    fh_launch(fh_relu_bwd_partial_kernel<T>, grid, block, 0, s, dy, act, ld, B, n, partial);
+    fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
   }
   FH_LAUNCH_CHECK();
   *chunks_out = chunks;
@@ -314,7 +307,7 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
 
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s) {
   if (chunks <= 0 || n <= 0) return FH_OK;
-  fh_launch(fh_colsum_finish_kernel, CEIL_DIV(n * 32, 256), 256, 0, s, partial, chunks, n, out);
+  fh_colsum_finish_kernel<<<CEIL_DIV(n * 32, 256), 256, 0, s>>>(partial, chunks, n, out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -325,7 +318,6 @@ static constexpr int kQWarps = 4;
 
 template <typename L>
 static __global__ void fh_expected_q_kernel(fh_heads_view_t<L> h, int B, float* __restrict__ q, int ldq) {
-  FH_PDL_ENTRY();
   extern __shared__ float s_rows[];
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kQWarps + w;
@@ -348,7 +340,6 @@ static __global__ void fh_expected_q_kernel(fh_heads_view_t<L> h, int B, float* 
 /* Branches of <= MAXN actions: one warp per sample, everything in registers (fh_dev_q_all). */
 template <int MAXN, typename L>
 static __global__ void fh_expected_q_fast_kernel(fh_heads_view_t<L> h, int B, float* __restrict__ q, int ldq) {
-  FH_PDL_ENTRY();
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int i = blockIdx.x * kQWarps + w;
   if (i >= B) return;
@@ -374,14 +365,14 @@ fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int
   for (int d = 0; d < h.nb; ++d) maxn = h.n[d] > maxn ? h.n[d] : maxn;
   if (h.atoms <= FH_MAX_ATOMS_GPU && h.nb <= FH_MAX_BRANCHES && maxn <= 8) {
     if (maxn <= 4)
-      fh_launch(fh_expected_q_fast_kernel<4, L>, CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s, h, B, q, ldq);
+      fh_expected_q_fast_kernel<4, L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
     else
-      fh_launch(fh_expected_q_fast_kernel<8, L>, CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s, h, B, q, ldq);
+      fh_expected_q_fast_kernel<8, L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, 0, s>>>(h, B, q, ldq);
     FH_LAUNCH_CHECK();
     return FH_OK;
   }
   const size_t shm = (size_t)kQWarps * fh_row_floats(h) * sizeof(float);
-  fh_launch(fh_expected_q_kernel<L>, CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s, h, B, q, ldq);
+  fh_expected_q_kernel<L><<<CEIL_DIV(B, kQWarps), kQWarps * 32, shm, s>>>(h, B, q, ldq);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

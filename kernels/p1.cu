@@ -19,7 +19,6 @@
 template <bool VEC>
 static __global__ void market_windows_kernel(fh_market_view m, int32_t window, int64_t begin, int64_t n, int32_t D,
                                              fh_bf16* __restrict__ out) {
-  FH_PDL_ENTRY();
   const int64_t v = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (v >= n) return;
@@ -34,9 +33,9 @@ fh_status fh_launch_market_windows(const fh_market_view& m, int32_t window, int6
     return FH_ERR_INVALID_ARGUMENT;
   const unsigned blocks = (unsigned)CEIL_DIV(n * 32, 256);
   if (fh_gather_vec_ok(m.n_features, window, D))
-    fh_launch(market_windows_kernel<true>, blocks, 256, 0, s, m, window, begin, n, D, out);
+    market_windows_kernel<true><<<blocks, 256, 0, s>>>(m, window, begin, n, D, out);
   else
-    fh_launch(market_windows_kernel<false>, blocks, 256, 0, s, m, window, begin, n, D, out);
+    market_windows_kernel<false><<<blocks, 256, 0, s>>>(m, window, begin, n, D, out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -51,7 +50,6 @@ static __global__ void __launch_bounds__(FH_P1_THREADS, FH_P1_BLOCKS_PER_SM)
 layer1_p1_kernel(const float* __restrict__ p1, int64_t bar0, int64_t n_p1, const int32_t* __restrict__ bars,
                  const fh_bf16* __restrict__ x, int32_t D, const fh_bf16* __restrict__ w1,
                  const fh_bf16* __restrict__ b1, int32_t h1, int32_t B, fh_bf16* __restrict__ a1) {
-  FH_PDL_ENTRY();
   extern __shared__ float4 sm4[];
   float* ws = reinterpret_cast<float*>(sm4);  /* (8, h1): ws[k * h1 + c] = W1[c, D-8+k] */
   float* bs = ws + FH_ENV_ACCOUNT * h1;       /* (h1) */
@@ -130,9 +128,9 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
   if (blocks > (int64_t)sms * FH_P1_BLOCKS_PER_SM) blocks = (int64_t)sms * FH_P1_BLOCKS_PER_SM;
   const size_t smem = (size_t)h1 * (FH_ENV_ACCOUNT + 1) * sizeof(float);
   if (D % 8 == 0)
-    fh_launch(layer1_p1_kernel<true>, (unsigned)blocks, FH_P1_THREADS, smem, s, p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<true><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   else
-    fh_launch(layer1_p1_kernel<false>, (unsigned)blocks, FH_P1_THREADS, smem, s, p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
+    layer1_p1_kernel<false><<<(unsigned)blocks, FH_P1_THREADS, smem, s>>>(p1, bar0, n_p1, bars, x, D, w1, b1, h1, B, a1);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -140,7 +138,6 @@ fh_status fh_launch_layer1_p1(const float* p1, int64_t bar0, int64_t n_p1, const
 static __global__ void slot_states_kernel(const int32_t* __restrict__ bar, const float* __restrict__ account,
                                           int64_t slot0, int32_t n, int32_t* __restrict__ bars,
                                           fh_bf16* __restrict__ x, int32_t D) {
-  FH_PDL_ENTRY();
   const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= (int64_t)n * FH_ENV_ACCOUNT) return;
   const int64_t r = t / FH_ENV_ACCOUNT;
@@ -159,7 +156,7 @@ fh_status fh_launch_slot_states(const int32_t* bar, const float* account, int64_
     return FH_ERR_INVALID_ARGUMENT;
   }
   const int64_t threads = (int64_t)n * FH_ENV_ACCOUNT;
-  fh_launch(slot_states_kernel, (unsigned)CEIL_DIV(threads, (int64_t)256), 256, 0, s, bar, account, slot0, n, bars, x, D);
+  slot_states_kernel<<<(unsigned)CEIL_DIV(threads, (int64_t)256), 256, 0, s>>>(bar, account, slot0, n, bars, x, D);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

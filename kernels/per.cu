@@ -39,7 +39,6 @@ static __global__ void __launch_bounds__(FH_REBUILD_THREADS)
 tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, uint8_t* __restrict__ cnt1,
                     uint8_t* __restrict__ dirty, double* l2, int32_t* cnt2, double* l3, int64_t* cnt3, double* total,
                     int64_t* count, unsigned int* ticket, int32_t n_top) {
-  FH_PDL_ENTRY();
   __shared__ double s_sum[FH_REBUILD_THREADS / 32];
   __shared__ int64_t s_cnt[FH_REBUILD_THREADS / 32];
   __shared__ bool s_last;
@@ -137,7 +136,6 @@ tree_rebuild_kernel(const float* __restrict__ leaf, double* __restrict__ l1, uin
 
 static __global__ void tree_set_kernel(float* leaf, int64_t capacity, int32_t n, const int64_t* __restrict__ idx,
                                        const float* __restrict__ priority, float alpha) {
-  FH_PDL_ENTRY();
   const int32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int64_t k = idx[i];
@@ -198,7 +196,6 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
                                          const int64_t* __restrict__ train_step, int64_t step_offset,
                                          int32_t* __restrict__ slot, double* __restrict__ prob,
                                          unsigned int* min_leaf_bits) {
-  FH_PDL_ENTRY();
   const int lane = threadIdx.x & 31;
   const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + (threadIdx.x >> 5);
   if (j >= B) return;
@@ -248,7 +245,6 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
                                           float beta_start, float beta_end, int64_t beta_steps,
                                           const unsigned int* __restrict__ min_leaf_bits,
                                           float* __restrict__ weight, float* beta_out) {
-  FH_PDL_ENTRY();
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
   const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step + step_offset);
@@ -265,7 +261,6 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
 
 /* dirty: NULL when a full rebuild follows (FH_PER_FULL_REBUILD=1); duplicates store the same 1. */
 static __global__ void leaves_zero_kernel(float* leaf, uint8_t* dirty, const int32_t* __restrict__ slot, int32_t B) {
-  FH_PDL_ENTRY();
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
   const int32_t k = slot[j];
@@ -276,7 +271,6 @@ static __global__ void leaves_zero_kernel(float* leaf, uint8_t* dirty, const int
 static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict__ slot,
                                          const float* __restrict__ signal, int32_t B, float eps, float alpha,
                                          float* max_priority) {
-  FH_PDL_ENTRY();
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
   float sig = signal[j];
@@ -292,8 +286,9 @@ static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict_
 template <bool kPartial>
 static fh_status launch_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) {
   const unsigned blocks = (unsigned)(t.padded / ((int64_t)FH_REBUILD_THREADS * FH_TREE_FANOUT));
-  fh_launch(tree_rebuild_kernel<kPartial>, blocks, FH_REBUILD_THREADS, 0, s, t.leaf, t.l1, t.cnt1, t.dirty, t.l2,
-            t.cnt2, t.l3, t.cnt3, t.total, t.count, t.ticket, t.n_top);
+  tree_rebuild_kernel<kPartial><<<blocks, FH_REBUILD_THREADS, 0, s>>>(t.leaf, t.l1, t.cnt1, t.dirty, t.l2, t.cnt2,
+                                                                      t.l3, t.cnt3, t.total, t.count, t.ticket,
+                                                                      t.n_top);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -303,8 +298,8 @@ fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s) { ret
 fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t* idx, const float* priority,
                              float alpha, cudaStream_t s) {
   if (n > 0) {
-    fh_launch(tree_set_kernel, CEIL_DIV(n, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s, t.leaf, t.capacity, n, idx, priority,
-              alpha);
+    tree_set_kernel<<<CEIL_DIV(n, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(t.leaf, t.capacity, n, idx, priority,
+                                                                        alpha);
     FH_LAUNCH_CHECK();
   }
   return fh_launch_tree_rebuild(t, s);
@@ -315,11 +310,11 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
                                cudaStream_t s, int64_t step_offset) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
-  fh_launch(per_sample_kernel, CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s, t, B, seed, train_step,
-            step_offset, b.slot, b.prob, b.min_prob_bits);
+  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, step_offset,
+                                                                                b.slot, b.prob, b.min_prob_bits);
   FH_LAUNCH_CHECK();
-  fh_launch(per_weights_kernel, CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s, t, B, b.slot, train_step,
-            step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
+  per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+      t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -327,11 +322,11 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
 fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
                                     cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  fh_launch(leaves_zero_kernel, CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s, r.tree.leaf,
-            r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
+  leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+      r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
   FH_LAUNCH_CHECK();
-  fh_launch(leaves_max_kernel, CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s, r.tree.leaf, slot, signal, B, r.eps,
-            r.alpha, r.max_priority);
+  leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,
+                                                                        r.alpha, r.max_priority);
   FH_LAUNCH_CHECK();
   return r.full_rebuild ? launch_rebuild<false>(r.tree, s) : launch_rebuild<true>(r.tree, s);
 }

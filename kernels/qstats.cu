@@ -42,7 +42,6 @@ struct fh_qs_branches {
 
 static __global__ void fh_qstats_partial_kernel(const float* __restrict__ q, int ldq, int B, fh_qs_branches br,
                                                 double* __restrict__ partial) {
-  FH_PDL_ENTRY();
   __shared__ fh_qs_acc sh[kQsThreads];
   fh_qs_acc a{0.0, INFINITY, -INFINITY, 0.0, 0.0};
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < B; i += gridDim.x * blockDim.x) {
@@ -71,7 +70,6 @@ static __global__ void fh_qstats_partial_kernel(const float* __restrict__ q, int
 
 static __global__ void fh_qstats_finish_kernel(const double* __restrict__ partial, int B, int nq, int nb,
                                                double* __restrict__ out) {
-  FH_PDL_ENTRY();
   if (threadIdx.x != 0) return;
   fh_qs_acc a{0.0, INFINITY, -INFINITY, 0.0, 0.0};
   for (int b = 0; b < kQsBlocks; ++b) {
@@ -96,9 +94,9 @@ fh_status fh_launch_qstats(const float* q, int ldq, int B, const int* n, int nb,
     nq += n[d];
   }
   br.nb = nb;
-  fh_launch(fh_qstats_partial_kernel, kQsBlocks, kQsThreads, 0, s, q, ldq, B, br, partial);
+  fh_qstats_partial_kernel<<<kQsBlocks, kQsThreads, 0, s>>>(q, ldq, B, br, partial);
   FH_LAUNCH_CHECK();
-  fh_launch(fh_qstats_finish_kernel, 1, 32, 0, s, partial, B, nq, nb, out);
+  fh_qstats_finish_kernel<<<1, 32, 0, s>>>(partial, B, nq, nb, out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -291,11 +291,6 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   fh_config c1 = small_config(gpu, 1, 0, 1, 51), c0 = small_config(gpu, 1, 0, 0, 51);
   /* the target cache on although this config's fills cost more than its steps save (its cost test says off) */
   setenv("FH_TARGET_CACHE", "1", 1);
-  /* first, so that every trainer after it launches with programmatic dependent launch again (a create reads FH_PDL):
-   * its graphs captured with plain launches */
-  setenv("FH_PDL", "0", 1);
-  fh_trainer* pd = make(gpu, c1, M, "cuda graphs on, no PDL");
-  unsetenv("FH_PDL");
   fh_trainer* a = make(gpu, c1, M, "cuda graphs on");
   fh_trainer* b = make(gpu, c0, M, "cuda graphs off");
   /* the train step without the next batch's sampling on the side stream (the order of old) */
@@ -319,33 +314,28 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   unsetenv("FH_TARGET_CACHE");
   unsetenv("FH_STEP_RECORD_KERNEL");
   unsetenv("FH_OPTIM_CHAIN");
-  if (!a || !b || !np || !tp || !nt || !oc || !pd) return;
+  if (!a || !b || !np || !tp || !nt || !oc) return;
   {
-    fh_info ia, it, ip;
+    fh_info ia, it;
     gpu.info(a, &ia);
     gpu.info(tp, &it);
-    gpu.info(pd, &ip);
-    printf("      engines: %s | %s | %s\n", ia.engine, it.engine, ip.engine);
+    printf("      engines: %s | %s\n", ia.engine, it.engine);
     check(strstr(ia.engine, "target cache") && !strstr(it.engine, "target cache") && strstr(it.engine, "target prefetch"),
           "the target cache is on with FH_TARGET_CACHE=1 and off with FH_TARGET_CACHE=0");
-    check(strstr(ia.engine, ", pdl") && !strstr(ip.engine, ", pdl"), "PDL is on by default and off with FH_PDL=0");
   }
-  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true, same_oc = true,
-       same_pd = true;
-  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{}, so{}, sd{};
+  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true, same_oc = true;
+  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{}, so{};
   for (int e = 0; e < 4; ++e) {
     fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn),
-              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st), s6 = gpu.run_epoch(oc, &so),
-              s7 = gpu.run_epoch(pd, &sd);
-    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK || s6 != FH_OK || s7 != FH_OK) {
-      printf("FAIL  run_epoch: %s | %s | %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok",
+              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st), s6 = gpu.run_epoch(oc, &so);
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK || s6 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok",
              s2 ? gpu.last_error(b) : "ok", s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(tp) : "ok",
-             s5 ? gpu.last_error(nt) : "ok", s6 ? gpu.last_error(oc) : "ok", s7 ? gpu.last_error(pd) : "ok");
+             s5 ? gpu.last_error(nt) : "ok", s6 ? gpu.last_error(oc) : "ok");
       ++g_fail;
       return;
     }
     same = same && stats_equal(sa, sb);
-    same_pd = same_pd && stats_equal(sa, sd);
     same_np = same_np && stats_equal(sa, sn);
     same_tp = same_tp && stats_equal(sa, sp);
     same_nt = same_nt && stats_equal(sa, st);
@@ -387,10 +377,6 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
           "(FH_OPTIM_CHAIN=1 FH_STEP_RECORD_KERNEL=1): epoch stats (loss and grad-norm histories) and online params bit "
           "for bit");
     gpu.destroy(oc);
-    gpu.get_params(pd, 0, pn.data(), info.n_params);
-    check(same_pd && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
-          "programmatic dependent launch on == off (FH_PDL=0): epoch stats and online params bit for bit");
-    gpu.destroy(pd);
   }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
   uint64_t n = 0, wr = 0;

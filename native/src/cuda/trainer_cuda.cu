@@ -116,7 +116,6 @@ struct fh_trainer {
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
-  bool pdl = false;              /* kernels launched with programmatic dependent launch (cuda_common.cuh; FH_PDL=0 off) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
@@ -526,9 +525,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     return fail(t, FH_ERR_INVALID_CONFIG, "device: %d is not a CUDA device (this host has %d)", c.device, count);
   t->device = c.device;
   FH_TRY(set_device(t));
-  /* programmatic dependent launch for this trainer's kernels (FH_PDL=0: plain launches); graphs keep it */
-  fh_pdl_configure();
-  t->pdl = fh_pdl_on() != 0;
 
   copy_market(t, market);
   t->obs_dim = c.window * market->n_features + FH_ACCOUNT_FEATURES;
@@ -750,8 +746,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
   if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
-  if (t->pdl && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", pdl");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
