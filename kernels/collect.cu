@@ -24,7 +24,7 @@
  * F % 8 == 0 and ld % 8 == 0), then the 8 account features. */
 __device__ __forceinline__ void fh_gather_obs_row_bf16(const fh_bf16* __restrict__ features, int32_t F,
                                                        int32_t window, int64_t t, const float* acc, int lane,
-                                                       fh_bf16* __restrict__ dst, bool cs) {
+                                                       fh_bf16* __restrict__ dst) {
   const int32_t n = window * F;
   const uint4* src = reinterpret_cast<const uint4*>(features + (t - window + 1) * (int64_t)F);
   uint4* d = reinterpret_cast<uint4*>(dst);
@@ -32,22 +32,12 @@ __device__ __forceinline__ void fh_gather_obs_row_bf16(const fh_bf16* __restrict
   int32_t i = lane;
   for (; i + 96 < n8; i += 128) {
     const uint4 v0 = __ldg(src + i), v1 = __ldg(src + i + 32), v2 = __ldg(src + i + 64), v3 = __ldg(src + i + 96);
-    if (cs) {
-      __stcs(d + i, v0);
-      __stcs(d + i + 32, v1);
-      __stcs(d + i + 64, v2);
-      __stcs(d + i + 96, v3);
-    } else {
-      d[i] = v0;
-      d[i + 32] = v1;
-      d[i + 64] = v2;
-      d[i + 96] = v3;
-    }
+    d[i] = v0;
+    d[i + 32] = v1;
+    d[i + 64] = v2;
+    d[i + 96] = v3;
   }
-  for (; i < n8; i += 32) {
-    if (cs) __stcs(d + i, __ldg(src + i));
-    else d[i] = __ldg(src + i);
-  }
+  for (; i < n8; i += 32) d[i] = __ldg(src + i);
   if (lane < FH_ENV_ACCOUNT) dst[n + lane] = fh_from_f32<fh_bf16>(acc[lane]);
 }
 
@@ -58,7 +48,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                                             int32_t* __restrict__ act, float* __restrict__ ret,
                                             float* __restrict__ disc, int32_t* __restrict__ nbar,
                                             int32_t* __restrict__ nslot, T* obs,
-                                            T* next_obs, int32_t ld, bool cs) {
+                                            T* next_obs, int32_t ld) {
   const int lane = threadIdx.x & 31;
   const int64_t w = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
   if (w >= 2 * (int64_t)B) return;
@@ -89,7 +79,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
   if (!dst) return;
   if constexpr (BF16_SRC)
     fh_gather_obs_row_bf16(features_bf16, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
-                           dst + (int64_t)j * ld, cs);
+                           dst + (int64_t)j * ld);
   else
     fh_gather_obs_row<T, VEC>(features, F, window, (int64_t)v.bar[src], v.account + src * FH_ENV_ACCOUNT, lane,
                               dst + (int64_t)j * ld);
@@ -102,42 +92,21 @@ static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& 
   const int32_t F = m.view.n_features;
   const float* f = m.view.features;
   const fh_bf16* fb = m.features_bf16;
-  /* the rows are read once, a step later, after the backward has streamed far more than L2 through it: stored
-   * evict-first (st.global.cs) so that they do not push the backward's operands out of L2 (FH_GATHER_CS=0: plain) */
-  static const bool cs = [] {
-    const char* e = getenv("FH_GATHER_CS");
-    return !(e && e[0] == '0');
-  }();
   if constexpr (std::is_same<T, fh_bf16>::value) {
     const char* e = getenv("FH_GATHER_BF16_SOURCE");  /* "0": convert from fp32 (for comparisons) */
     if (fb && F % 8 == 0 && ld % 8 == 0 && !(e && e[0] == '0')) {
-      /* the feature reads through the market's persisting L2 window, when it has one */
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeAccessPolicyWindow;
-      attr[0].val.accessPolicyWindow.base_ptr = const_cast<fh_bf16*>(fb);
-      attr[0].val.accessPolicyWindow.num_bytes = m.l2_window;
-      attr[0].val.accessPolicyWindow.hitRatio = m.l2_hit_ratio;
-      attr[0].val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-      attr[0].val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = grid;
-      cfg.blockDim = block;
-      cfg.stream = s;
-      cfg.attrs = attr;
-      cfg.numAttrs = m.l2_window > 0 ? 1 : 0;
-      FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, replay_gather_kernel<T, true, true>, r.v, r.n_step, r.gamma, f, fb, F, window,
-                                     b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld, cs));
+      replay_gather_kernel<T, true, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
+      FH_LAUNCH_CHECK();
       return FH_OK;
     }
   }
   if (fh_gather_vec_ok(F, window, ld))
     replay_gather_kernel<T, true, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld,
-                                                                cs);
+                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   else
     replay_gather_kernel<T, false, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld,
-                                                                 cs);
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -113,7 +113,6 @@ struct ef_params {
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
   float v_min, v_max;
   float* q_log;
-  int32_t mkt_pf;         /* 1: each step starts with L1 prefetches of the market rows its env steps read */
   unsigned long long* prof;  /* tests: NULL, or EF_NPROF counters (block 0's cycles per phase, see the kernel) */
 };
 
@@ -190,22 +189,6 @@ __device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_
       for (int c = threadIdx.x; c < c4; c += EF_THREADS) ef_p1_chunk(P, m, step, sseg, dst, j, 4 * c);
   }
   fh_cp_commit();
-}
-
-/* The owned rows' market data of step `step` (the bars t and t+1 its env step and the new account features read:
- * open, high, low, close, ATR, session flag), prefetched into L1 by the rows' env-step threads while the layers run,
- * so that phase D's serial float64 chain finds them there instead of waiting on L2 load by load. */
-__device__ __forceinline__ void ef_prefetch_market(const ef_params& P, int m, int rank, int step, const int32_t* sseg) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (!P.mkt_pf || lane != 0 || warp >= EF_OWN) return;
-  const int j = rank + EF_C * warp;
-  if (m * EF_MT + j >= P.S || step >= sseg[2 * j + 1] - 1) return;
-  const int64_t t = ef_cursor(sseg, j, step);
-  const fh_market_view& mv = P.ea.m;
-  const void* lines[8] = {mv.open + t + 1, mv.high + t + 1, mv.low + t + 1, mv.close + t,
-                          mv.close + t + 1, mv.atr + t,  mv.atr + t + 1,  mv.session_start + t + 1};
-#pragma unroll
-  for (int i = 0; i < 8; ++i) asm volatile("prefetch.global.L1 [%0];" ::"l"(lines[i]));
 }
 
 /* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place). */
@@ -499,7 +482,6 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     __syncthreads();
     EF_MARK(0);
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
-    ef_prefetch_market(P, m, rank, step, sseg);
     ef_layer_tile<false>(P, P.L[0], m, rank, sm, cl);
     EF_MARK(1);
     cl.sync();
@@ -603,10 +585,6 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->max_steps = ev->max_steps;
   P->ea = fh_eval_make_args(*ev);
   P->qa = fh_eval_make_q(*ev);
-  {
-    const char* e = getenv("FH_EVAL_MKT_PREFETCH"); /* "0": no market prefetch (A/B) */
-    P->mkt_pf = !(e && strcmp(e, "0") == 0);
-  }
   P->h1 = L.h1;
   P->D = L.D;
   P->wm = L.D - FH_ENV_ACCOUNT;

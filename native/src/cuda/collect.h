@@ -48,9 +48,6 @@ struct fh_cuda_market {
   double* close;              /* (n_bars) */
   double* atr;                /* (n_bars) */
   uint8_t* session_start;     /* (n_bars) */
-  size_t l2_window;           /* bytes of features_bf16 the replay gather reads through a persisting L2 window (0:
-                                 none; FH_GATHER_L2=0, or the device has no persisting L2) */
-  float l2_hit_ratio;         /* the window's hit ratio: the persisting set-aside over the window's bytes, <= 1 */
 };
 
 /* Copies fh_market to the device (synchronous; once). On failure frees what it took. */

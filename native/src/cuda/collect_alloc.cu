@@ -5,7 +5,6 @@
 #include "collect.h"
 #include "../../../kernels/net_kernels.cuh"
 
-#include <stdlib.h>
 #include <string.h>
 
 template <typename T>
@@ -28,24 +27,6 @@ static fh_status market_upload(const fh_market* m, fh_cuda_market* out) {
   FH_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&out->features_bf16), sizeof(fh_bf16) * (size_t)nf));
   FH_TRY(fh_launch_cast<fh_bf16>(out->features, out->features_bf16, nf, 0));
   FH_CUDA_TRY(cudaDeviceSynchronize());
-  /* the bf16 feature matrix is what every train step's gather reads (2 KB windows at random bars); a persisting L2
-   * set-aside keeps it there while the backward streams its operands through L2 (FH_GATHER_L2=0: off) */
-  const char* e = getenv("FH_GATHER_L2");
-  int dev = 0, max_persist = 0, max_window = 0;
-  if (!(e && e[0] == '0') && cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev) == cudaSuccess &&
-      max_persist > 0 && max_window > 0) {
-    const size_t bytes = sizeof(fh_bf16) * (size_t)nf;
-    const size_t window = bytes < (size_t)max_window ? bytes : (size_t)max_window;
-    const size_t persist = window < (size_t)max_persist ? window : (size_t)max_persist;
-    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist) == cudaSuccess) {
-      out->l2_window = window;
-      out->l2_hit_ratio = (float)((double)persist / (double)window);
-    } else {
-      (void)cudaGetLastError(); /* no persisting L2 here: plain loads */
-    }
-  }
   return FH_OK;
 }
 
