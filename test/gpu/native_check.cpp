@@ -767,7 +767,8 @@ static void profile_run(Lib& gpu) {
   c.backend = 1;
   c.use_graphs = getenv("FH_PROFILE_GRAPHS") ? 1 : 0;
   c.episode_len = 2;
-  c.train_steps = 3;
+  const char* ps = getenv("FH_PROFILE_STEPS"); /* train steps of the profiled epoch (default 3) */
+  c.train_steps = ps && atoi(ps) > 0 ? atoi(ps) : 3;
   c.n_step = 1;
   Market M;
   make_market(M, 40000, 16, c.window, 5, 1380);
