@@ -13,18 +13,22 @@
  *   tree_set          leaf[idx] = fh_per_priority(p, 0, alpha) (tests), then rebuild <full>
  *   per_sample        one warp per sample: u = fh_per_stratum_u(total, j, B, philox(seed, j, step,
  *                     SAMPLE)[0]), 4-level descent with warp prefix scans (never lands on a zero
- *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent).
+ *                     leaf); min leaf of the batch by atomicMin on float bits (order-independent), one
+ *                     per block after the block's own minimum (FH_PER_REDUCE=0: one per sample).
  *                     step = *train_step + step_offset (the offset lets the trainer sample step k+1's
  *                     batch before step k's Adam bumps the counter; beta uses the same step)
  *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...)
  *   priority_update   zero the sampled leaves (flagging their l1 nodes dirty), then atomicMax of
  *                     (signal+eps)^alpha on the float bits: duplicates keep the max whatever the order
- *                     (and flag the same node: deduplicated); *max_priority likewise; rebuild <partial>
+ *                     (and flag the same node: deduplicated); *max_priority likewise, one atomic per
+ *                     block after the block's maximum; rebuild <partial>
  *
  * Positive floats compare like their bit patterns as unsigned ints, which makes the atomics exact.
  */
 #include "../native/src/cuda/replay.h" /* first: foxhunt.h before the math headers */
 #include "per.cuh"
+
+#include <stdlib.h>
 
 #define FH_REBUILD_THREADS 256 /* one l1 node per thread, one l2 node per warp: 8192 leaves per block */
 #define FH_SAMPLE_WARPS 8
@@ -192,13 +196,11 @@ __device__ __forceinline__ int64_t fh_descend_level(const V* __restrict__ childr
   return k * FH_TREE_FANOUT + c;
 }
 
-static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t seed,
-                                         const int64_t* __restrict__ train_step, int64_t step_offset,
-                                         int32_t* __restrict__ slot, double* __restrict__ prob,
-                                         unsigned int* min_leaf_bits) {
-  const int lane = threadIdx.x & 31;
-  const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + (threadIdx.x >> 5);
-  if (j >= B) return;
+/* Sample j of the batch (one warp): its slot and probability; returns the chosen leaf's bits (lane 0's). */
+__device__ __forceinline__ unsigned int fh_sample_one(const fh_cuda_sumtree& t, int32_t B, uint64_t seed,
+                                                      const int64_t* __restrict__ train_step, int64_t step_offset,
+                                                      int32_t* __restrict__ slot, double* __restrict__ prob,
+                                                      int32_t j, int lane) {
   const double total = *t.total;
   double u = 0.0;
   if (lane == 0) {
@@ -236,7 +238,34 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
     const float lv = t.leaf[k0];
     slot[j] = (int32_t)k0;
     prob[j] = (double)lv / total;
-    atomicMin(min_leaf_bits, __float_as_uint(lv));
+    return __float_as_uint(lv);
+  }
+  return 0xFFFFFFFFu;
+}
+
+/* The batch's minimum leaf: each block's lanes 0 put their sample's leaf bits in s_min, and one thread per block
+ * takes the minimum of the block's and issues the block's one atomicMin (reduce; else one atomic per sample, all on
+ * one address: 16 384 serialised atomics per reference batch). The minimum does not depend on the order. */
+static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t seed,
+                                         const int64_t* __restrict__ train_step, int64_t step_offset,
+                                         int32_t* __restrict__ slot, double* __restrict__ prob,
+                                         unsigned int* min_leaf_bits, bool reduce) {
+  __shared__ unsigned int s_min[FH_SAMPLE_WARPS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + warp;
+  if (reduce) {
+    const unsigned int bits = j < B ? fh_sample_one(t, B, seed, train_step, step_offset, slot, prob, j, lane)
+                                    : 0xFFFFFFFFu;
+    if (lane == 0) s_min[warp] = bits;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      unsigned int m = s_min[0];
+      for (int w = 1; w < FH_SAMPLE_WARPS; ++w) m = s_min[w] < m ? s_min[w] : m;
+      if (m != 0xFFFFFFFFu) atomicMin(min_leaf_bits, m);
+    }
+  } else if (j < B) { /* FH_PER_REDUCE=0: one atomic per sample (A/B) */
+    const unsigned int bits = fh_sample_one(t, B, seed, train_step, step_offset, slot, prob, j, lane);
+    if (lane == 0) atomicMin(min_leaf_bits, bits);
   }
 }
 
@@ -268,17 +297,40 @@ static __global__ void leaves_zero_kernel(float* leaf, uint8_t* dirty, const int
   if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
 }
 
+/* *max_priority: the block's maximum first (warp reduce, then one thread over the block's warps), one atomic per
+ * block (reduce; else one per sample on one address). The maximum does not depend on the order. */
 static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict__ slot,
                                          const float* __restrict__ signal, int32_t B, float eps, float alpha,
-                                         float* max_priority) {
+                                         float* max_priority, bool reduce) {
+  __shared__ unsigned int s_max[FH_SMALL_BLOCK / 32];
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= B) return;
-  float sig = signal[j];
-  if (!(sig >= 0.0f) || isinf(sig)) sig = 0.0f; /* NaN/Inf/negative: the trainer reports divergence */
-  const float p = fh_per_priority(sig, eps, alpha);
-  const unsigned bits = __float_as_uint(p);
-  atomicMax(reinterpret_cast<unsigned int*>(leaf + slot[j]), bits);
-  atomicMax(reinterpret_cast<unsigned int*>(max_priority), bits);
+  unsigned bits = 0u; /* +0.0f: below every priority */
+  if (j < B) {
+    float sig = signal[j];
+    if (!(sig >= 0.0f) || isinf(sig)) sig = 0.0f; /* NaN/Inf/negative: the trainer reports divergence */
+    const float p = fh_per_priority(sig, eps, alpha);
+    bits = __float_as_uint(p);
+    atomicMax(reinterpret_cast<unsigned int*>(leaf + slot[j]), bits);
+    if (!reduce) atomicMax(reinterpret_cast<unsigned int*>(max_priority), bits);
+  }
+  if (!reduce) return;
+  const unsigned wm = __reduce_max_sync(0xffffffffu, bits);
+  if ((threadIdx.x & 31) == 0) s_max[threadIdx.x >> 5] = wm;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned m = s_max[0];
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w) m = s_max[w] > m ? s_max[w] : m;
+    if (m) atomicMax(reinterpret_cast<unsigned int*>(max_priority), m);
+  }
+}
+
+/* FH_PER_REDUCE=0: the batch minimum and the maximum priority by one atomic per sample (A/B) */
+static bool per_reduce() {
+  static const bool on = [] {
+    const char* e = getenv("FH_PER_REDUCE");
+    return !(e && e[0] == '0');
+  }();
+  return on;
 }
 
 /* ---------------------------------------------------------------- launchers */
@@ -311,7 +363,8 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
   per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, step_offset,
-                                                                                b.slot, b.prob, b.min_prob_bits);
+                                                                                b.slot, b.prob, b.min_prob_bits,
+                                                                                per_reduce());
   FH_LAUNCH_CHECK();
   per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
       t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
@@ -326,7 +379,7 @@ fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot
       r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
   FH_LAUNCH_CHECK();
   leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,
-                                                                        r.alpha, r.max_priority);
+                                                                        r.alpha, r.max_priority, per_reduce());
   FH_LAUNCH_CHECK();
   return r.full_rebuild ? launch_rebuild<false>(r.tree, s) : launch_rebuild<true>(r.tree, s);
 }
