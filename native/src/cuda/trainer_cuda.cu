@@ -256,7 +256,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   if (sampled || !t->gather_weights) { /* everything that reads the counter before the event (the weights too) */
     FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
                                 c.per_beta_steps, s, step_offset));
-    if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
+    FH_CUDA_TRY(cudaEventRecord(sampled, s));
     return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x),
                                    t->obs_dim, s);
   }
