@@ -116,8 +116,6 @@ struct fh_trainer {
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
-  bool gather_weights = true;    /* the replay gather writes the importance weights (FH_GATHER_WEIGHTS=0: the
-                                    sampler's own launch, for A/B) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
@@ -253,7 +251,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
-  if (sampled || !t->gather_weights) { /* everything that reads the counter before the event (the weights too) */
+  if (sampled) { /* everything that reads the counter before the event (the weights launch too) */
     FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
                                 c.per_beta_steps, s, step_offset));
     FH_CUDA_TRY(cudaEventRecord(sampled, s));
@@ -594,8 +592,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const char* sp = getenv("FH_SIDE_PRIORITY");  /* "0": the default priority (A/B) */
     TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && sp[0] == '0' ? least : greatest),
             "stream creation");
-    const char* gwe = getenv("FH_GATHER_WEIGHTS");
-    t->gather_weights = !(gwe && gwe[0] == '0');
     const char* ss = getenv("FH_STEP_SNAPSHOT");
     if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
