@@ -8,34 +8,17 @@
  *                   (bf16 rows copy the market's bf16 feature matrix: half the bytes, same bits)
  *                   which 0 also writes act (B, 3) int32, ret (B), disc (B) via fh_replay_nstep;
  *                   which 1 writes nbar (B), the bar of s', and nslot (B), its slot
- *                   with fh_per_weights_in, which 0 also writes the importance weight (B) and beta, as the
- *                   sampler's weights launch would (fh_per_weight_store)
  *
  * Launch constraints: B <= batch.cap; slots in [0, capacity). Graph-capturable.
  */
 #include "cuda_env_gather.cuh"
 #include "../native/src/cuda/replay.h"
-#include "per.cuh"
 
 #include <stdlib.h>
 
 #include <type_traits>
 
 #define FH_GATHER_WARPS 8
-
-/* The importance weights written by the gather (leaf NULL: the sampler's own weights launch wrote them). */
-struct fh_gather_weights {
-  const float* leaf;
-  const double* total;
-  const int64_t* count;
-  const unsigned int* lmin_bits;
-  const int64_t* train_step;
-  int64_t step_offset;
-  float beta_start, beta_end;
-  int64_t beta_steps;
-  float* weight;
-  float* beta;
-};
 
 /* A bf16 observation row from the bf16 copy of the feature matrix: 16-byte copies (8 elements; needs
  * F % 8 == 0 and ld % 8 == 0), then the 8 account features. */
@@ -65,7 +48,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                                             int32_t* __restrict__ act, float* __restrict__ ret,
                                             float* __restrict__ disc, int32_t* __restrict__ nbar,
                                             int32_t* __restrict__ nslot, T* obs,
-                                            T* next_obs, int32_t ld, fh_gather_weights gw) {
+                                            T* next_obs, int32_t ld) {
   const int lane = threadIdx.x & 31;
   const int64_t w = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
   if (w >= 2 * (int64_t)B) return;
@@ -83,9 +66,6 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
       act[j * 3 + 0] = v.act[s0 * 3 + 0];
       act[j * 3 + 1] = v.act[s0 * 3 + 1];
       act[j * 3 + 2] = v.act[s0 * 3 + 2];
-      if (gw.leaf)
-        fh_per_weight_store(gw.leaf, gw.total, gw.count, gw.lmin_bits, gw.beta_start, gw.beta_end, gw.beta_steps,
-                            *gw.train_step + gw.step_offset, j, s0, gw.weight, gw.beta);
     }
   } else {
     const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
@@ -107,13 +87,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
 
 template <typename T>
 static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
-                                 const fh_cuda_batch& b, int32_t B, T* obs, T* next_obs, int32_t ld, cudaStream_t s,
-                                 const fh_per_weights_in* w) {
-  fh_gather_weights gw{};
-  if (w) {
-    gw = fh_gather_weights{w->tree.leaf, w->tree.total, w->tree.count, b.min_prob_bits, w->train_step, w->step_offset,
-                           w->beta_start, w->beta_end, w->beta_steps, b.weight, b.beta};
-  }
+                                 const fh_cuda_batch& b, int32_t B, T* obs, T* next_obs, int32_t ld, cudaStream_t s) {
   const dim3 grid((unsigned)CEIL_DIV(2 * (int64_t)B, FH_GATHER_WARPS)), block(32 * FH_GATHER_WARPS);
   const int32_t F = m.view.n_features;
   const float* f = m.view.features;
@@ -122,31 +96,27 @@ static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& 
     const char* e = getenv("FH_GATHER_BF16_SOURCE");  /* "0": convert from fp32 (for comparisons) */
     if (fb && F % 8 == 0 && ld % 8 == 0 && !(e && e[0] == '0')) {
       replay_gather_kernel<T, true, true><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs,
-                                                                ld, gw);
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
       FH_LAUNCH_CHECK();
       return FH_OK;
     }
   }
   if (fh_gather_vec_ok(F, window, ld))
     replay_gather_kernel<T, true, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs,
-                                                                ld, gw);
+                                                                b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   else
     replay_gather_kernel<T, false, false><<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, f, fb, F, window, b.slot, B,
-                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs,
-                                                                ld, gw);
+                                                                 b.act, b.ret, b.disc, b.nbar, b.nslot, obs, next_obs, ld);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
 fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
                                   const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
-                                  int32_t ld, cudaStream_t s, const fh_per_weights_in* w) {
+                                  int32_t ld, cudaStream_t s) {
   if (B <= 0 || B > b.cap || ld < window * m.view.n_features + FH_ENV_ACCOUNT) return FH_ERR_INVALID_ARGUMENT;
   if (dtype == FH_BF16)
     return launch_gather_t<fh_bf16>(r, m, window, b, B, static_cast<fh_bf16*>(obs), static_cast<fh_bf16*>(next_obs),
-                                    ld, s, w);
-  return launch_gather_t<float>(r, m, window, b, B, static_cast<float*>(obs), static_cast<float*>(next_obs), ld, s,
-                                w);
+                                    ld, s);
+  return launch_gather_t<float>(r, m, window, b, B, static_cast<float*>(obs), static_cast<float*>(next_obs), ld, s);
 }

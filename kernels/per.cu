@@ -276,8 +276,14 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
                                           float* __restrict__ weight, float* beta_out) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
-  fh_per_weight_store(t.leaf, t.total, t.count, min_leaf_bits, beta_start, beta_end, beta_steps,
-                      *train_step + step_offset, j, slot[j], weight, beta_out);
+  const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step + step_offset);
+  if (j == 0) *beta_out = beta;
+  const double total = *t.total;
+  const double size = (double)*t.count;
+  const double lmin = (double)__uint_as_float(*min_leaf_bits);
+  const double lv = (double)t.leaf[slot[j]];
+  const double wmax = fh_per_weight(size, lmin, total, (double)beta);
+  weight[j] = (float)(fh_per_weight(size, lv, total, (double)beta) / wmax);
 }
 
 /* ---------------------------------------------------------------- priority update */
@@ -351,21 +357,15 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
   return fh_launch_tree_rebuild(t, s);
 }
 
-fh_status fh_launch_per_sample_slots(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
-                                     const int64_t* train_step, cudaStream_t s, int64_t step_offset) {
+fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
+                               const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
+                               cudaStream_t s, int64_t step_offset) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
   per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, step_offset,
                                                                                 b.slot, b.prob, b.min_prob_bits,
                                                                                 per_reduce());
   FH_LAUNCH_CHECK();
-  return FH_OK;
-}
-
-fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
-                               const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
-                               cudaStream_t s, int64_t step_offset) {
-  FH_TRY(fh_launch_per_sample_slots(t, b, B, seed, train_step, s, step_offset));
   per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
       t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
   FH_LAUNCH_CHECK();

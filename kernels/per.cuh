@@ -59,24 +59,6 @@ FH_HD float fh_per_beta(float beta_start, float beta_end, int64_t beta_steps, in
   return (float)((double)beta_start + ((double)beta_end - (double)beta_start) * f);
 }
 
-#if defined(__CUDACC__)
-/* Importance weight of sample j (slot k) of a batch: (size P(k))^-beta over the same for the batch's smallest leaf
- * (lmin_bits); sample 0 also stores beta. One thread; shared by the weights kernel and the gather (kernels/). */
-__device__ __forceinline__ void fh_per_weight_store(const float* leaf, const double* total_p, const int64_t* count_p,
-                                                    const unsigned int* lmin_bits, float beta_start, float beta_end,
-                                                    int64_t beta_steps, int64_t step, int32_t j, int64_t k,
-                                                    float* weight, float* beta_out) {
-  const float beta = fh_per_beta(beta_start, beta_end, beta_steps, step);
-  if (j == 0) *beta_out = beta;
-  const double total = *total_p;
-  const double size = (double)*count_p;
-  const double lmin = (double)__uint_as_float(*lmin_bits);
-  const double lv = (double)leaf[k];
-  const double wmax = fh_per_weight(size, lmin, total, (double)beta);
-  weight[j] = (float)(fh_per_weight(size, lv, total, (double)beta) / wmax);
-}
-#endif
-
 FH_HD void fh_per_recompute_up(double* tree, int64_t L, int64_t leaf) {
   int64_t k = (L + leaf) >> 1;
   while (k >= 1) {

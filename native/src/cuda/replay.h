@@ -117,28 +117,12 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
                                const int64_t* train_step, float beta_start, float beta_end,
                                int64_t beta_steps, cudaStream_t s, int64_t step_offset = 0);
 
-/* The importance weights' inputs, for a gather that writes b.weight and b.beta itself (the sampler's second launch
- * folded into the gather, which runs after the sampler anyway): the same fh_per_weight arithmetic per sample. */
-struct fh_per_weights_in {
-  fh_cuda_sumtree tree;
-  const int64_t* train_step;
-  int64_t step_offset;
-  float beta_start, beta_end;
-  int64_t beta_steps;
-};
-
-/* fh_launch_per_sample without the weights launch (1 launch + 1 memset); the gather that follows it must be given
- * the fh_per_weights_in. */
-fh_status fh_launch_per_sample_slots(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
-                                     const int64_t* train_step, cudaStream_t s, int64_t step_offset);
-
 /* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
  * ret, disc, nbar and nslot (with next_obs), and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored
- * account features (s, and s' = the row n later). obs/next_obs may be NULL. One warp per row. With w, also b.weight
- * and b.beta (after fh_launch_per_sample_slots). */
+ * account features (s, and s' = the row n later). obs/next_obs may be NULL. One block per sample. */
 fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
                                   const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
-                                  int32_t ld, cudaStream_t s, const fh_per_weights_in* w = nullptr);
+                                  int32_t ld, cudaStream_t s);
 
 /* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
  * the max (deterministic); *max_priority = max(*max_priority, new); then the partial rebuild (the

@@ -251,20 +251,11 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
-  if (sampled) { /* everything that reads the counter before the event (the weights launch too) */
-    FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
-                                c.per_beta_steps, s, step_offset));
-    FH_CUDA_TRY(cudaEventRecord(sampled, s));
-    return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x),
-                                   t->obs_dim, s);
-  }
-  /* the importance weights from the gather (one launch fewer on the chain): the counter it reads is the train
-   * stream's own, before this step's Adam in the same stream, or the side stream's snapshot, which only the next
-   * step's side stream rewrites */
-  FH_TRY(fh_launch_per_sample_slots(t->replay.tree, bb, B, c.seed, counter, s, step_offset));
-  const fh_per_weights_in w{t->replay.tree, counter, step_offset, c.per_beta_start, c.per_beta_end, c.per_beta_steps};
+  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
+                              c.per_beta_steps, s, step_offset));
+  if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
-                                 s, &w);
+                                 s);
 }
 
 static fh_status launch_qstats(fh_trainer* t, cudaStream_t s) {
