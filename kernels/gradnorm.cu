@@ -4,7 +4,8 @@
  *
  * Two passes with a fixed grid (kSumBlocks blocks, grid-stride, double accumulators, tree reduce in
  * shared memory), then one block sums the partials in a fixed order: the same input gives the same
- * bits every run, in a graph or eagerly. Results stay on the device (graph-capturable).
+ * bits every run, in a graph or eagerly. Results stay on the device (graph-capturable). The mean of
+ * up to 65 536 values (the batch loss) is one block's pass instead, in a fixed order too.
  *
  * The fused optimiser step (fh_launch_optimise_fused) is the squares pass plus one kernel whose every
  * block repeats that finish sum (same block size, same order, so the same norm and clip factor), then
@@ -13,6 +14,8 @@
  */
 #include "net_kernels.cuh"
 #include "adam.cuh"
+
+#include <stdlib.h>
 
 static constexpr int kSumBlocks = 264;   /* 2 x 132 SMs */
 static constexpr int kSumThreads = 256;
@@ -97,7 +100,34 @@ fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* par
   return FH_OK;
 }
 
+/* The mean of a short vector (the batch loss: B values) in one block of kMeanThreads: each thread's grid-stride
+ * sum, then the block's tree; one launch instead of the partials' and the finish's. */
+static constexpr int kMeanThreads = 1024;
+static constexpr int64_t kMeanOneBlock = 1 << 16;
+
+static __global__ void __launch_bounds__(kMeanThreads) fh_mean_block_kernel(const float* __restrict__ x, int64_t n,
+                                                                            float* __restrict__ out) {
+  __shared__ double sh[32];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kMeanThreads) acc += (double)x[i];
+  const double t = fh_block_sum_d(acc, sh);
+  if (threadIdx.x == 0) *out = n > 0 ? (float)(t / (double)n) : 0.0f;
+}
+
+static bool fh_mean_one_block() {
+  static const bool on = [] {
+    const char* e = getenv("FH_MEAN_ONE_BLOCK"); /* "0": partials + finish (A/B) */
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
 fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s) {
+  if (n <= kMeanOneBlock && fh_mean_one_block()) {
+    fh_mean_block_kernel<<<1, kMeanThreads, 0, s>>>(x, n, out);
+    FH_LAUNCH_CHECK();
+    return FH_OK;
+  }
   fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(x, n, 0, partial);
   FH_LAUNCH_CHECK();
   fh_sum_finish_kernel<<<1, kSumThreads, 0, s>>>(partial, kSumBlocks, 2, n, 0.0f, nullptr, out, nullptr);
