@@ -7,6 +7,8 @@
  *                          (FH_ERR_OUT_OF_MEMORY for cudaErrorMemoryAllocation). Never aborts.
  *   FH_LAUNCH_CHECK()      the same for cudaGetLastError() right after a kernel launch
  *   fh_bf16                the bf16 type used for GEMM operands
+ *   fh_env_is(name, value) whether environment switch `name` is set to exactly `value` (the A/B switches
+ *                          that kernel launchers read where they launch, e.g. FH_PER_REDUCE=0)
  *
  * The device helpers are compiled only under nvcc, so host .cpp files (gemm_cublaslt.cpp) can include
  * this header too. Nothing here allocates.
@@ -18,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../native/include/foxhunt.h"
 
@@ -31,6 +35,11 @@ typedef __nv_bfloat16 fh_bf16;
 enum fh_dtype { FH_F32 = 0, FH_BF16 = 1 };
 
 static inline size_t fh_dtype_size(fh_dtype t) { return t == FH_BF16 ? 2 : 4; }
+
+static inline bool fh_env_is(const char* name, const char* value) {
+  const char* e = getenv(name);
+  return e && strcmp(e, value) == 0;
+}
 
 /* Thread-local last CUDA error text, filled by the macros below; the trainer copies it into its
  * per-handle message. */

@@ -15,8 +15,6 @@
 #include "net_kernels.cuh"
 #include "adam.cuh"
 
-#include <stdlib.h>
-
 static constexpr int kSumBlocks = 264;   /* 2 x 132 SMs */
 static constexpr int kSumThreads = 256;
 static constexpr int kOptimMaxBlocks = 132 * 8;
@@ -114,16 +112,8 @@ static __global__ void __launch_bounds__(kMeanThreads) fh_mean_block_kernel(cons
   if (threadIdx.x == 0) *out = n > 0 ? (float)(t / (double)n) : 0.0f;
 }
 
-static bool fh_mean_one_block() {
-  static const bool on = [] {
-    const char* e = getenv("FH_MEAN_ONE_BLOCK"); /* "0": partials + finish (A/B) */
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
-
 fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s) {
-  if (n <= kMeanOneBlock && fh_mean_one_block()) {
+  if (n <= kMeanOneBlock && !fh_env_is("FH_MEAN_ONE_BLOCK", "0")) { /* "0": partials + finish (A/B) */
     fh_mean_block_kernel<<<1, kMeanThreads, 0, s>>>(x, n, out);
     FH_LAUNCH_CHECK();
     return FH_OK;

@@ -38,16 +38,10 @@ static constexpr int kLossMaxWarps = 4;
 
 /* FH_LOSS_KERNEL=general forces the general (shared-memory, serial projection) kernel everywhere
  * (read at each launch, i.e. when a graph is captured; for comparisons). */
-static bool fh_loss_general_forced() {
-  const char* e = getenv("FH_LOSS_KERNEL");
-  return e && strcmp(e, "general") == 0;
-}
+static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "general"); }
 /* FH_LOSS_FAST=0 keeps the exact (IEEE, fp32-mode) arithmetic of the register kernel in bf16 mode too
  * (read at each launch, like FH_LOSS_KERNEL; for A/B comparisons). */
-static bool fh_loss_fast_math_allowed() {
-  const char* e = getenv("FH_LOSS_FAST");
-  return !(e && strcmp(e, "0") == 0);
-}
+static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0"); }
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
  * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */

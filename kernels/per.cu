@@ -28,8 +28,6 @@
 #include "../native/src/cuda/replay.h" /* first: foxhunt.h before the math headers */
 #include "per.cuh"
 
-#include <stdlib.h>
-
 #define FH_REBUILD_THREADS 256 /* one l1 node per thread, one l2 node per warp: 8192 leaves per block */
 #define FH_SAMPLE_WARPS 8
 #define FH_SMALL_BLOCK 256
@@ -324,14 +322,9 @@ static __global__ void leaves_max_kernel(float* leaf, const int32_t* __restrict_
   }
 }
 
-/* FH_PER_REDUCE=0: the batch minimum and the maximum priority by one atomic per sample (A/B) */
-static bool per_reduce() {
-  static const bool on = [] {
-    const char* e = getenv("FH_PER_REDUCE");
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
+/* FH_PER_REDUCE=0: the batch minimum and the maximum priority by one atomic per sample (A/B; read at each launch,
+ * i.e. when a graph is captured) */
+static bool per_reduce() { return !fh_env_is("FH_PER_REDUCE", "0"); }
 
 /* ---------------------------------------------------------------- launchers */
 
