@@ -314,7 +314,13 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
   unsetenv("FH_TARGET_CACHE");
   unsetenv("FH_STEP_RECORD_KERNEL");
   unsetenv("FH_OPTIM_CHAIN");
-  if (!a || !b || !np || !tp || !nt || !oc) return;
+  /* every epoch collecting at its start instead of the previous epoch's end beside its evaluation */
+  setenv("FH_TARGET_CACHE", "1", 1);
+  setenv("FH_COLLECT_AHEAD", "0", 1);
+  fh_trainer* na = make(gpu, c1, M, "cuda graphs on, no collect-ahead");
+  unsetenv("FH_COLLECT_AHEAD");
+  unsetenv("FH_TARGET_CACHE");
+  if (!a || !b || !np || !tp || !nt || !oc || !na) return;
   {
     fh_info ia, it;
     gpu.info(a, &ia);
@@ -322,19 +328,27 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
     printf("      engines: %s | %s\n", ia.engine, it.engine);
     check(strstr(ia.engine, "target cache") && !strstr(it.engine, "target cache") && strstr(it.engine, "target prefetch"),
           "the target cache is on with FH_TARGET_CACHE=1 and off with FH_TARGET_CACHE=0");
+    fh_info in;
+    gpu.info(na, &in);
+    check(strstr(ia.engine, "collect ahead") && !strstr(in.engine, "collect ahead"),
+          "collect-ahead is on by default (fused evaluation) and off with FH_COLLECT_AHEAD=0");
   }
-  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true, same_oc = true;
-  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{}, so{};
+  bool same = true, syncs = true, finite = true, same_np = true, same_tp = true, same_nt = true, same_oc = true,
+       same_na = true, timed = true;
+  fh_epoch_stats sa{}, sb{}, sn{}, sp{}, st{}, so{}, sx{};
   for (int e = 0; e < 4; ++e) {
     fh_status s1 = gpu.run_epoch(a, &sa), s2 = gpu.run_epoch(b, &sb), s3 = gpu.run_epoch(np, &sn),
-              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st), s6 = gpu.run_epoch(oc, &so);
-    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK || s6 != FH_OK) {
-      printf("FAIL  run_epoch: %s | %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok",
+              s4 = gpu.run_epoch(tp, &sp), s5 = gpu.run_epoch(nt, &st), s6 = gpu.run_epoch(oc, &so),
+              s7 = gpu.run_epoch(na, &sx);
+    if (s1 != FH_OK || s2 != FH_OK || s3 != FH_OK || s4 != FH_OK || s5 != FH_OK || s6 != FH_OK || s7 != FH_OK) {
+      printf("FAIL  run_epoch: %s | %s | %s | %s | %s | %s | %s\n", s1 ? gpu.last_error(a) : "ok",
              s2 ? gpu.last_error(b) : "ok", s3 ? gpu.last_error(np) : "ok", s4 ? gpu.last_error(tp) : "ok",
-             s5 ? gpu.last_error(nt) : "ok", s6 ? gpu.last_error(oc) : "ok");
+             s5 ? gpu.last_error(nt) : "ok", s6 ? gpu.last_error(oc) : "ok", s7 ? gpu.last_error(na) : "ok");
       ++g_fail;
       return;
     }
+    same_na = same_na && stats_equal(sa, sx) && sa.replay_size == sx.replay_size && sa.env_steps == sx.env_steps;
+    timed = timed && sa.collect_ms > 0 && sa.env_steps_per_s > 0 && sa.eval_ms > 0;
     same = same && stats_equal(sa, sb);
     same_np = same_np && stats_equal(sa, sn);
     same_tp = same_tp && stats_equal(sa, sp);
@@ -377,6 +391,32 @@ static void graphs_check(Lib& gpu, Lib* cpu, const Market& M) {
           "(FH_OPTIM_CHAIN=1 FH_STEP_RECORD_KERNEL=1): epoch stats (loss and grad-norm histories) and online params bit "
           "for bit");
     gpu.destroy(oc);
+    gpu.get_params(na, 0, pn.data(), info.n_params);
+    check(same_na && memcmp(pa.data(), pn.data(), pa.size() * 4) == 0,
+          "the next epoch collected beside the evaluation == at the epoch's start (FH_COLLECT_AHEAD=0), the replay ring "
+          "wrapping: epoch stats and online params bit for bit");
+    check(timed, "collect-ahead epochs report their collection's time and env steps/s");
+    /* a checkpoint taken with the next epoch's collection already on the device reads the state of the epoch's end */
+    uint64_t n1 = 0, n2 = 0, w1 = 0, w2 = 0;
+    gpu.ckpt_size(a, &n1);
+    gpu.ckpt_size(na, &n2);
+    std::vector<uint8_t> c1b(n1), c2b(n2);
+    const fh_status q1 = gpu.save(a, c1b.data(), n1, &w1), q2 = gpu.save(na, c2b.data(), n2, &w2);
+    check(q1 == FH_OK && q2 == FH_OK && w1 == w2 && memcmp(c1b.data(), c2b.data(), w1) == 0,
+          "checkpoint with a collection run ahead == without (FH_COLLECT_AHEAD=0): the same bytes");
+    /* set_params between epochs undoes the collection run ahead (it used the old weights); the same weights back
+     * on both, so the next epochs must agree */
+    const fh_status q3 = gpu.set_params(a, 0, pa.data(), info.n_params), q4 = gpu.set_params(na, 0, pa.data(), info.n_params);
+    fh_epoch_stats u1{}, u2{};
+    bool same_u = q3 == FH_OK && q4 == FH_OK;
+    for (int e = 0; e < 2 && same_u; ++e)
+      same_u = gpu.run_epoch(a, &u1) == FH_OK && gpu.run_epoch(na, &u2) == FH_OK && stats_equal(u1, u2);
+    gpu.get_params(na, 0, pn.data(), info.n_params);
+    std::vector<float> pu((size_t)info.n_params);
+    gpu.get_params(a, 0, pu.data(), info.n_params);
+    check(same_u && memcmp(pu.data(), pn.data(), pu.size() * 4) == 0,
+          "set_params between epochs undoes the collection run ahead: the next 2 epochs == without collect-ahead");
+    gpu.destroy(na);
   }
   /* checkpoint round trip on the GPU: save a, load into a fresh trainer, both continue identically */
   uint64_t n = 0, wr = 0;

@@ -190,13 +190,14 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
 
 /* ---------------------------------------------------------------- the greedy loop */
 
-fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net) {
-  cudaStream_t s = net->pass[1].s;
+fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s_own, void* ws_own) {
+  const bool own = ev.fused.on && s_own && ws_own;
+  cudaStream_t s = own ? s_own : net->pass[1].s;
   void* obs = net->pass[1].x;
   const int32_t D = net->L.D;
   FH_TRY(fh_launch_eval_reset(ev, s));
   if (ev.fused.on) {
-    FH_TRY(fh_launch_eval_fused(ev, net, s));
+    FH_TRY(fh_launch_eval_fused(ev, net, s, own ? ws_own : net->pass[1].ws[0]));
   } else {
     FH_TRY(fh_launch_eval_observe(ev, net->op, obs, D, s));
     const size_t qrow = (size_t)ev.n_seg * net->nq;

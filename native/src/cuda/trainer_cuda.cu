@@ -32,7 +32,14 @@
  *             at create.
  *             FH_TRAIN_PREFETCH=0 (read at create; for A/B measurement): no side stream, every step
  *             samples and gathers its own batch into set 0 first, the rest in the same order.
- *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back
+ *   eval      stream C waits on S: one graph of the segmented greedy evaluation; async read-back. With the fused
+ *             evaluation (one cluster of SMs per 16 segments, the rest idle) it runs on a stream E of its own
+ *             and, unless FH_COLLECT_AHEAD=0, the NEXT epoch's collection runs beside it on C (collect-ahead:
+ *             what it overwrites backed up first, collect_ahead.h; then its target-cache rows on S), so the
+ *             next epoch starts training at once. The same bits as collecting at the next epoch's start: the
+ *             collection reads only the weights, env states, replay and counters, which nothing changes in
+ *             between (entry points that would, set_params and the env probes, undo it first; checkpoints read
+ *             the backed-up state). That epoch reports the collection's own time as its collect ms.
  *   flush     async copies of what is left (epsilon, evaluation records) into pinned memory, one
  *             event, ONE cudaEventSynchronize
  * Loss and grad norm of every step (and the Q statistics every qstats_every steps) are written by the
@@ -57,6 +64,7 @@
 
 #include "adam.cuh"
 #include "collect.h"
+#include "collect_ahead.h"
 #include "config.h"
 #include "eval.h"
 #include "net.h"
@@ -113,6 +121,18 @@ struct fh_trainer {
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
+  /* collect-ahead (FH_COLLECT_AHEAD=0 off; on with the fused evaluation, which runs on a stream and workspace of
+   * its own): right after an epoch's training, the next epoch's collection (and its target-cache rows) runs on the
+   * collect stream beside this epoch's evaluation, which occupies one cluster of SMs per 16 segments and leaves the
+   * rest idle; the next epoch then starts training at once. ahead_bk keeps what that collection overwrote, so
+   * checkpoints read the state as of the epoch's end and entry points that change what it used undo it. */
+  bool ahead_on = false;
+  bool ahead_valid = false;      /* the device holds the next epoch's collection */
+  float ahead_ms = 0.0f;         /* its duration (events), reported as that epoch's collect time */
+  fh_collect_backup ahead_bk{};
+  cudaStream_t s_eval = nullptr; /* the fused evaluation's stream with collect-ahead */
+  void* eval_ws = nullptr;       /* its cuBLASLt workspace */
+  cudaEvent_t e_a0 = nullptr, e_ac = nullptr, e_a1 = nullptr, e_ev = nullptr;
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
@@ -364,7 +384,21 @@ static fh_status refresh_target_p1(fh_trainer* t) {
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
  * fh_eval_run (eval.h): the fused persistent kernel in bf16 mode (not captured: the trainer launches
  * it eagerly), else observe once, then per step the forward (S rows) and one fused greedy step + observe. */
-static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net); }
+static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net, t->s_eval, t->eval_ws); }
+
+/* Undo a collection run ahead (collect-ahead), before anything changes or reads what it used or wrote: the
+ * backed-up env states, replay rows and leaves back, the counter, a full tree rebuild, and the target-cache rows
+ * of those slots again; synchronous. The next epoch collects as usual. */
+static fh_status settle_ahead(fh_trainer* t) {
+  if (!t->ahead_valid) return FH_OK;
+  cudaStream_t st = train_stream(t);
+  TR_CUDA(t, cudaDeviceSynchronize(), "collect-ahead undo");
+  TR_TRY(t, fh_collect_backup_restore(t->ahead_bk, t->envs, t->replay, t->env_step, st), "collect-ahead undo");
+  TR_TRY(t, fill_target_cache_rows(t, t->env_step, t->cfg.episode_len), "collect-ahead undo (target cache)");
+  TR_CUDA(t, cudaStreamSynchronize(st), "collect-ahead undo");
+  t->ahead_valid = false;
+  return FH_OK;
+}
 
 typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
 static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
@@ -425,6 +459,12 @@ static void destroy_all(fh_trainer* t) {
     if (e) cudaEventDestroy(e);
   if (t->s_side) cudaStreamDestroy(t->s_side);
   if (t->step_snap) cudaFree(t->step_snap);
+  cudaEvent_t aes[] = {t->e_a0, t->e_ac, t->e_a1, t->e_ev};
+  for (auto e : aes)
+    if (e) cudaEventDestroy(e);
+  if (t->s_eval) cudaStreamDestroy(t->s_eval);
+  if (t->eval_ws) cudaFree(t->eval_ws);
+  fh_collect_backup_free(&t->ahead_bk);
   delete t;
 }
 
@@ -589,6 +629,21 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
   }
 
+  {
+    const char* ca = getenv("FH_COLLECT_AHEAD");
+    t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !(ca && ca[0] == '0');
+  }
+  if (t->ahead_on) {
+    TR_TRY(t, fh_collect_backup_alloc(t->replay, c.episode_len, &t->ahead_bk), "collect-ahead backup allocation");
+    int least = 0, greatest = 0;
+    TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
+    /* the evaluation's clusters first: the collection fills the SMs they leave */
+    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_eval, cudaStreamNonBlocking, greatest), "stream creation");
+    TR_CUDA(t, cudaMalloc(&t->eval_ws, fh_gemm_workspace_bytes()), "evaluation workspace allocation");
+    cudaEvent_t* aevs[] = {&t->e_a0, &t->e_ac, &t->e_a1, &t->e_ev};
+    for (auto ev : aevs) TR_CUDA(t, cudaEventCreate(ev), "event creation");
+  }
+
   const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
   TR_CUDA(t, cudaHostAlloc(&t->h_loss, sizeof(float) * S, cudaHostAllocMapped), "mapped history allocation");
   TR_CUDA(t, cudaHostAlloc(&t->h_gnorm, sizeof(float) * S, cudaHostAllocMapped), "mapped history allocation");
@@ -746,6 +801,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
   if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
+  if (t->ahead_on && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
@@ -770,20 +827,29 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const int32_t S = c.train_steps;
   const int32_t N = c.n_envs, T = c.episode_len;
 
-  /* collect */
-  TR_CUDA(t, cudaEventRecord(t->e_t0, sc), "epoch start");
-  if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
-  else TR_TRY(t, launch_collect(t), "collection");
-  TR_CUDA(t, cudaEventRecord(t->e_t1, sc), "collection end");
+  /* collect (unless the previous epoch's end collected this epoch's transitions ahead, with their target-cache
+   * rows: collect-ahead) */
+  const bool collected_ahead = t->ahead_valid;
+  if (!collected_ahead) {
+    TR_CUDA(t, cudaEventRecord(t->e_t0, sc), "epoch start");
+    if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
+    else TR_TRY(t, launch_collect(t), "collection");
+    TR_CUDA(t, cudaEventRecord(t->e_t1, sc), "collection end");
+  } else {
+    TR_CUDA(t, cudaEventRecord(t->e_t1, st), "train start");
+  }
+  t->ahead_valid = false;
   const int64_t env_step_after = t->env_step + T;
 
   /* train (once enough transitions are stored to sample n-step returns) */
   const int64_t stored = env_step_after * (int64_t)N;
   const bool can_train = S > 0 && env_step_after > c.n_step && stored >= c.learning_starts;
   const int32_t steps = can_train ? S : 0;
-  TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
-  /* the target cache rows of the slots this collection wrote (before any step reads them) */
-  TR_TRY(t, fill_target_cache_rows(t, t->env_step, T), "target cache");
+  if (!collected_ahead) {
+    TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
+    /* the target cache rows of the slots this collection wrote (before any step reads them) */
+    TR_TRY(t, fill_target_cache_rows(t, t->env_step, T), "target cache");
+  }
   /* Between launches the host reads the steps the device has recorded (mapped memory, no sync): a
    * loss or grad norm that is not finite stops the epoch early instead of after all S steps. */
   *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
@@ -820,22 +886,49 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   }
   TR_CUDA(t, cudaEventRecord(t->e_t2, st), "train end");
 
-  /* evaluate (not after a diverged step) */
-  TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_t2, 0), "eval wait");
+  /* evaluate (not after a diverged step): on the collect stream, or with collect-ahead on a stream of its own */
+  cudaStream_t se = t->ahead_on ? t->s_eval : sc;
+  TR_CUDA(t, cudaStreamWaitEvent(se, t->e_t2, 0), "eval wait");
   if (t->ev.n_seg > 0 && bad_step < 0) {
-    if (t->g_eval) TR_CUDA(t, cudaGraphLaunch(t->g_eval, sc), "evaluation graph launch");
+    if (t->g_eval) TR_CUDA(t, cudaGraphLaunch(t->g_eval, se), "evaluation graph launch");
     else TR_TRY(t, launch_eval(t), "evaluation");
   }
-  TR_TRY(t, fh_launch_eval_readback(t->ev, sc), "evaluation read-back");
+  TR_TRY(t, fh_launch_eval_readback(t->ev, se), "evaluation read-back");
+  TR_CUDA(t, cudaEventRecord(t->e_ev, se), "evaluation end");
+
+  /* collect-ahead: the next epoch's collection beside the evaluation (after this epoch's training, which samples
+   * the rows it overwrites), what it overwrites backed up first, then its target-cache rows on the train stream */
+  const bool go_ahead = t->ahead_on && bad_step < 0;
+  if (go_ahead) {
+    TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_t2, 0), "collect-ahead wait");
+    TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
+    TR_CUDA(t, cudaEventRecord(t->e_a0, sc), "collect-ahead start");
+    TR_TRY(t, fh_collect_backup_save(&t->ahead_bk, t->envs, t->replay, env_step_after, sc), "collect-ahead backup");
+    if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
+    else TR_TRY(t, launch_collect(t), "collection");
+    TR_CUDA(t, cudaEventRecord(t->e_ac, sc), "collect-ahead end");
+    TR_CUDA(t, cudaStreamWaitEvent(st, t->e_ac, 0), "collect-ahead wait");
+    TR_TRY(t, fill_target_cache_rows(t, env_step_after, T), "target cache");
+    TR_CUDA(t, cudaEventRecord(t->e_a1, st), "collect-ahead end");
+    TR_CUDA(t, cudaStreamWaitEvent(se, t->e_a1, 0), "collect-ahead join");
+  } else {
+    TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, se), "flush");
+  }
 
   /* flush: everything the epoch reports (the step scalars are already in mapped host memory), then the
    * one synchronisation */
-  TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
-  TR_CUDA(t, cudaEventRecord(t->e_t3, sc), "epoch end");
+  TR_CUDA(t, cudaEventRecord(t->e_t3, se), "epoch end");
   int64_t host_syncs = 0;
   TR_CUDA(t, cudaEventSynchronize(t->e_t3), "epoch flush");
   ++host_syncs;
   TR_CUDA(t, cudaGetLastError(), "epoch");
+  float ms_c = 0;
+  if (collected_ahead) ms_c = t->ahead_ms;
+  else cudaEventElapsedTime(&ms_c, t->e_t0, t->e_t1);
+  if (go_ahead) {
+    cudaEventElapsedTime(&t->ahead_ms, t->e_a0, t->e_a1);
+    t->ahead_valid = true;
+  }
 
   t->env_step = env_step_after;
   t->train_step += launched;
@@ -885,10 +978,9 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   else metrics_nan(&out->val);
   out->flat = t->flat;
   out->buy_hold = t->buy_hold;
-  float ms_c = 0, ms_t = 0, ms_e = 0;
-  cudaEventElapsedTime(&ms_c, t->e_t0, t->e_t1);
+  float ms_t = 0, ms_e = 0;
   cudaEventElapsedTime(&ms_t, t->e_t1, t->e_t2);
-  cudaEventElapsedTime(&ms_e, t->e_t2, t->e_t3);
+  cudaEventElapsedTime(&ms_e, t->e_t2, t->ahead_on ? t->e_ev : t->e_t3);
   out->collect_ms = ms_c;
   out->train_ms = ms_t;
   out->eval_ms = ms_e;
@@ -1003,6 +1095,13 @@ extern "C" FH_API fh_status fh_trainer_save_checkpoint(fh_trainer* t, uint8_t* b
   FH_TRY(d2h(t, c.reward, t->replay.v.reward));
   FH_TRY(d2h(t, c.account, t->replay.v.account));
   FH_TRY(d2h(t, c.leaves, t->replay.tree.leaf));
+  if (t->ahead_valid) {
+    /* the next epoch's collection already ran: its backup holds the env states, rows and leaves it overwrote
+     * (the counters above are the host's, as of this epoch's end; the max priority is what it read) */
+    const fh_collect_host_view h{c.envs.data(), c.bar.data(), c.act.data(), c.done.data(),
+                                 c.reward.data(), c.account.data(), c.leaves.data()};
+    TR_TRY(t, fh_collect_backup_read(t->ahead_bk, t->replay, h), "checkpoint read (collect-ahead backup)");
+  }
   TR_CUDA(t, cudaMemcpy(&c.maxp, t->replay.max_priority, 4, cudaMemcpyDeviceToHost), "checkpoint read");
   fh_ckpt_writer w;
   w.buf = buf + FH_CKPT_HEADER;
@@ -1047,6 +1146,7 @@ extern "C" FH_API fh_status fh_trainer_load_checkpoint(fh_trainer* t, const uint
     if (c.act[i] >= t->cfg.branch_sizes[i % 3])
       return fail(t, FH_ERR_CHECKPOINT, "checkpoint: replay action out of range at slot %zu", i / 3);
   TR_CUDA(t, cudaDeviceSynchronize(), "checkpoint load");
+  t->ahead_valid = false; /* everything a collection run ahead wrote is overwritten below */
   FH_TRY(h2d(t, t->net.online, c.P));
   FH_TRY(h2d(t, t->net.target, c.Pt));
   FH_TRY(h2d(t, t->net.adam_m, c.M));
@@ -1090,6 +1190,7 @@ extern "C" FH_API fh_status fh_trainer_set_params(fh_trainer* t, int32_t which, 
   FH_TRY(set_device(t));
   if (n != t->net.L.total) return fail(t, FH_ERR_INVALID_ARGUMENT, "set_params: n = %lld, expected %lld", (long long)n,
                                        (long long)t->net.L.total);
+  FH_TRY(settle_ahead(t)); /* a collection run ahead used the old weights */
   TR_CUDA(t, cudaDeviceSynchronize(), "set_params");
   TR_CUDA(t, cudaMemcpy(which == 0 ? t->net.online : t->net.target, in, n * 4, cudaMemcpyHostToDevice), "set_params");
   TR_TRY(t, fh_net_sync_shadows(&t->net, train_stream(t)), "set_params");
@@ -1166,6 +1267,7 @@ extern "C" FH_API fh_status fh_trainer_env_step(fh_trainer* t, const int32_t* ac
   FH_TRY(set_device(t));
   const int32_t N = t->cfg.n_envs;
   cudaStream_t s = collect_stream(t);
+  FH_TRY(settle_ahead(t)); /* the envs as the last epoch left them */
   TR_CUDA(t, cudaDeviceSynchronize(), "env_step");
   for (int32_t e = 0; e < N; ++e)
     for (int d = 0; d < 3; ++d) {
@@ -1195,6 +1297,7 @@ extern "C" FH_API fh_status fh_trainer_env_observe(fh_trainer* t, float* out) {
   FH_TRY(set_device(t));
   const size_t bytes = (size_t)t->cfg.n_envs * t->obs_dim * 4;
   float* tmp = nullptr;
+  FH_TRY(settle_ahead(t)); /* the envs as the last epoch left them */
   TR_CUDA(t, cudaDeviceSynchronize(), "env_observe");
   TR_CUDA(t, cudaMalloc(&tmp, bytes), "env_observe");
   cudaStream_t s = collect_stream(t);
