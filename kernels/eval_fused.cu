@@ -670,7 +670,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->L[2].out_s = lot;
   f->smem = off;
   if ((int)off > smem_max) return ef_off(f, "needs %d bytes of shared memory per block (the device has %d)", (int)off, smem_max);
-  FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)off));
+  /* allowed up to the most a block may take: the trainer launches it with all of it beside other work */
+  f->smem_whole = (size_t)smem_max;
+  FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   cudaFuncAttributes fa;
   FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel));
   if (fa.ptxVersion < 90)
@@ -711,7 +713,7 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   return FH_OK;
 }
 
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws) {
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm) {
   const fh_eval_fused& f = ev.fused;
   if (!f.on || !f.params) return FH_ERR_INVALID_ARGUMENT;
   if (ev.max_steps <= 0) return FH_OK;
@@ -723,7 +725,7 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.q_log = ev.q_log;
   P.prof = f.prof;
   cudaLaunchAttribute attr[1];
-  const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, f.smem, s, attr);
+  const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
   FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));
   return FH_OK;
 }

@@ -58,6 +58,8 @@ struct fh_eval_fused {
   char why[192];          /* why it is off when it was wanted (empty otherwise) */
   int32_t clusters;       /* thread-block clusters launched: one per tile of 16 segments */
   size_t smem;            /* dynamic shared memory per block */
+  size_t smem_whole;      /* the most a block may take (>= smem): launched with it, a block leaves no shared
+                             memory for other kernels' blocks on its SM (beside the trainer's collect-ahead) */
   void* xval;             /* (n_val, D) bf16 device: the market window of every validation bar, account 0 */
   float* p1;              /* (n_val, h1) fp32 device: Xval W1^T of the current weights (per evaluation) */
   void* params;           /* host copy of the kernel's parameter block */
@@ -119,11 +121,13 @@ void fh_eval_fused_free(fh_eval_fused* f);
 /* Steps 0 .. max_steps-1 of the greedy evaluation of net's online weights (after reset): the
  * first-layer GEMM over every validation bar (cuBLASLt workspace ws, fh_gemm_workspace_bytes()), then one
  * cluster launch. Not captured. */
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws);
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm = false);
 /* The whole greedy evaluation of the online net (reset, steps, final flatten; no read-back): the fused
  * kernel when ev.fused.on, else the cuBLASLt loop on net pass 1's buffers and stream. s / ws (fused only;
  * NULL: pass 1's stream and workspace): a stream and GEMM workspace of the caller's, so that the fused
- * evaluation can run beside work on pass 1 (the trainer's collect-ahead). */
+ * evaluation can run beside work on pass 1 (the trainer's collect-ahead); its blocks then take their SMs'
+ * whole shared memory, so that the other work's blocks do not share those SMs (FH_EVAL_WHOLE_SM=0: only
+ * what they use). */
 fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s = nullptr, void* ws = nullptr);
 
 /* Test entry point (exported, not in foxhunt.h): one greedy evaluation of the online weights

@@ -197,7 +197,8 @@ fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s_own, v
   const int32_t D = net->L.D;
   FH_TRY(fh_launch_eval_reset(ev, s));
   if (ev.fused.on) {
-    FH_TRY(fh_launch_eval_fused(ev, net, s, own ? ws_own : net->pass[1].ws[0]));
+    FH_TRY(fh_launch_eval_fused(ev, net, s, own ? ws_own : net->pass[1].ws[0],
+                                own && !fh_env_is("FH_EVAL_WHOLE_SM", "0")));
   } else {
     FH_TRY(fh_launch_eval_observe(ev, net->op, obs, D, s));
     const size_t qrow = (size_t)ev.n_seg * net->nq;

@@ -894,7 +894,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     else TR_TRY(t, launch_eval(t), "evaluation");
   }
   TR_TRY(t, fh_launch_eval_readback(t->ev, se), "evaluation read-back");
-  TR_CUDA(t, cudaEventRecord(t->e_ev, se), "evaluation end");
+  if (t->ahead_on) TR_CUDA(t, cudaEventRecord(t->e_ev, se), "evaluation end");
 
   /* collect-ahead: the next epoch's collection beside the evaluation (after this epoch's training, which samples
    * the rows it overwrites), what it overwrites backed up first, then its target-cache rows on the train stream */
