@@ -670,11 +670,13 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->L[2].out_s = lot;
   f->smem = off;
   if ((int)off > smem_max) return ef_off(f, "needs %d bytes of shared memory per block (the device has %d)", (int)off, smem_max);
-  /* allowed up to the most a block may take: the trainer launches it with all of it beside other work */
-  f->smem_whole = (size_t)smem_max;
-  FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
+   * with all of it beside other work */
   cudaFuncAttributes fa;
   FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel));
+  const int whole = smem_max - (int)fa.sharedSizeBytes;
+  f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
+  FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
   if (fa.ptxVersion < 90)
     return ef_off(f, "the kernel was built for compute_%d (clusters need 90 or newer: build with sm_90)", fa.ptxVersion);
   {
@@ -683,6 +685,13 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     int clusters = 0;
     FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
+    const cudaLaunchConfig_t cw = ef_launch_config(P->n_tiles, f->smem_whole, nullptr, attr);
+    int whole_clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel, &cw) != cudaSuccess ||
+        whole_clusters < 1) {
+      cudaGetLastError(); /* not sticky: clear it */
+      f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
+    }
   }
 
   /* Xval (built once: the features never change) and the P1 buffer of every evaluation */
