@@ -722,8 +722,7 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   return FH_OK;
 }
 
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm,
-                               cudaEvent_t gemm_done) {
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm) {
   const fh_eval_fused& f = ev.fused;
   if (!f.on || !f.params) return FH_ERR_INVALID_ARGUMENT;
   if (ev.max_steps <= 0) return FH_OK;
@@ -731,7 +730,6 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   /* P1 = Xval W1^T over every validation bar (account columns of Xval are zero), fp32, no bias */
   FH_TRY(fh_gemm_fwd(net->gemm, s, ws, FH_BF16, (int)ev.n_val, L.h1, L.D, f.xval, L.D,
                      ef_sh(net, L.W1), nullptr, FH_EPI_NONE, f.p1, FH_F32, L.h1));
-  if (gemm_done) FH_CUDA_TRY(cudaEventRecord(gemm_done, s));
   ef_params P = *static_cast<const ef_params*>(f.params);
   P.q_log = ev.q_log;
   P.prof = f.prof;

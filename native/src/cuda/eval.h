@@ -121,17 +121,14 @@ void fh_eval_fused_free(fh_eval_fused* f);
 /* Steps 0 .. max_steps-1 of the greedy evaluation of net's online weights (after reset): the
  * first-layer GEMM over every validation bar (cuBLASLt workspace ws, fh_gemm_workspace_bytes()), then one
  * cluster launch. Not captured. */
-fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm = false,
-                               cudaEvent_t gemm_done = nullptr);
+fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s, void* ws, bool whole_sm = false);
 /* The whole greedy evaluation of the online net (reset, steps, final flatten; no read-back): the fused
  * kernel when ev.fused.on, else the cuBLASLt loop on net pass 1's buffers and stream. s / ws (fused only;
  * NULL: pass 1's stream and workspace): a stream and GEMM workspace of the caller's, so that the fused
  * evaluation can run beside work on pass 1 (the trainer's collect-ahead); its blocks then take their SMs'
  * whole shared memory, so that the other work's blocks do not share those SMs (FH_EVAL_WHOLE_SM=0: only
- * what they use). gemm_done (fused only, optional): recorded after the first-layer GEMM, for work that should
- * start only once that GEMM has had the whole GPU and the clusters are placed. */
-fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s = nullptr, void* ws = nullptr,
-                      cudaEvent_t gemm_done = nullptr);
+ * what they use). */
+fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s = nullptr, void* ws = nullptr);
 
 /* Test entry point (exported, not in foxhunt.h): one greedy evaluation of the online weights
  * params (fh_layout order, n floats) on the market's validation range, with the fused kernel

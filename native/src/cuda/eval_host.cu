@@ -190,7 +190,7 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
 
 /* ---------------------------------------------------------------- the greedy loop */
 
-fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s_own, void* ws_own, cudaEvent_t gemm_done) {
+fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s_own, void* ws_own) {
   const bool own = ev.fused.on && s_own && ws_own;
   cudaStream_t s = own ? s_own : net->pass[1].s;
   void* obs = net->pass[1].x;
@@ -198,7 +198,7 @@ fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s_own, v
   FH_TRY(fh_launch_eval_reset(ev, s));
   if (ev.fused.on) {
     FH_TRY(fh_launch_eval_fused(ev, net, s, own ? ws_own : net->pass[1].ws[0],
-                                own && !fh_env_is("FH_EVAL_WHOLE_SM", "0"), gemm_done));
+                                own && !fh_env_is("FH_EVAL_WHOLE_SM", "0")));
   } else {
     FH_TRY(fh_launch_eval_observe(ev, net->op, obs, D, s));
     const size_t qrow = (size_t)ev.n_seg * net->nq;

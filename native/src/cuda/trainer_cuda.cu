@@ -133,7 +133,6 @@ struct fh_trainer {
   cudaStream_t s_eval = nullptr; /* the fused evaluation's stream with collect-ahead */
   void* eval_ws = nullptr;       /* its cuBLASLt workspace */
   cudaEvent_t e_a0 = nullptr, e_ac = nullptr, e_a1 = nullptr, e_ev = nullptr;
-  cudaEvent_t e_eg = nullptr;    /* the evaluation's first-layer GEMM done (the collection starts after it) */
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
@@ -385,11 +384,7 @@ static fh_status refresh_target_p1(fh_trainer* t) {
 /* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
  * fh_eval_run (eval.h): the fused persistent kernel in bf16 mode (not captured: the trainer launches
  * it eagerly), else observe once, then per step the forward (S rows) and one fused greedy step + observe. */
-static fh_status launch_eval(fh_trainer* t) {
-  /* collect-ahead waits for the evaluation's first-layer GEMM (FH_AHEAD_AFTER_GEMM=0: not) */
-  const bool after = t->ahead_on && !fh_env_is("FH_AHEAD_AFTER_GEMM", "0");
-  return fh_eval_run(t->ev, &t->net, t->s_eval, t->eval_ws, after ? t->e_eg : nullptr);
-}
+static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net, t->s_eval, t->eval_ws); }
 
 /* Undo a collection run ahead (collect-ahead), before anything changes or reads what it used or wrote: the
  * backed-up env states, replay rows and leaves back, the counter, a full tree rebuild, and the target-cache rows
@@ -464,7 +459,7 @@ static void destroy_all(fh_trainer* t) {
     if (e) cudaEventDestroy(e);
   if (t->s_side) cudaStreamDestroy(t->s_side);
   if (t->step_snap) cudaFree(t->step_snap);
-  cudaEvent_t aes[] = {t->e_a0, t->e_ac, t->e_a1, t->e_ev, t->e_eg};
+  cudaEvent_t aes[] = {t->e_a0, t->e_ac, t->e_a1, t->e_ev};
   for (auto e : aes)
     if (e) cudaEventDestroy(e);
   if (t->s_eval) cudaStreamDestroy(t->s_eval);
@@ -647,7 +642,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     TR_CUDA(t, cudaMalloc(&t->eval_ws, fh_gemm_workspace_bytes()), "evaluation workspace allocation");
     cudaEvent_t* aevs[] = {&t->e_a0, &t->e_ac, &t->e_a1, &t->e_ev};
     for (auto ev : aevs) TR_CUDA(t, cudaEventCreate(ev), "event creation");
-    TR_CUDA(t, cudaEventCreateWithFlags(&t->e_eg, cudaEventDisableTiming), "event creation");
   }
 
   const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
@@ -907,7 +901,6 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const bool go_ahead = t->ahead_on && bad_step < 0;
   if (go_ahead) {
     TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_t2, 0), "collect-ahead wait");
-    TR_CUDA(t, cudaStreamWaitEvent(sc, t->e_eg, 0), "collect-ahead wait");
     TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
     TR_CUDA(t, cudaEventRecord(t->e_a0, sc), "collect-ahead start");
     TR_TRY(t, fh_collect_backup_save(&t->ahead_bk, t->envs, t->replay, env_step_after, sc), "collect-ahead backup");
