@@ -381,7 +381,8 @@ static fh_status refresh_target_p1(fh_trainer* t) {
   return fill_target_cache(t, 0, t->replay.capacity);
 }
 
-/* Greedy evaluation of the online net on the collect stream (reset, steps, final flatten; no read-back):
+/* Greedy evaluation of the online net on the collect stream, or with collect-ahead on the evaluation's own stream and
+ * workspace (reset, steps, final flatten; no read-back):
  * fh_eval_run (eval.h): the fused persistent kernel in bf16 mode (not captured: the trainer launches
  * it eagerly), else observe once, then per step the forward (S rows) and one fused greedy step + observe. */
 static fh_status launch_eval(fh_trainer* t) { return fh_eval_run(t->ev, &t->net, t->s_eval, t->eval_ws); }
