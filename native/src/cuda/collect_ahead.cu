@@ -15,14 +15,15 @@ struct fh_slot_array {
   size_t per_slot;
 };
 
-int arrays(const fh_collect_backup& b, const fh_cuda_replay& r, fh_slot_array out[6]) {
+constexpr int kArrays = 6;
+
+void arrays(const fh_collect_backup& b, const fh_cuda_replay& r, fh_slot_array out[kArrays]) {
   out[0] = {reinterpret_cast<char*>(r.v.bar), reinterpret_cast<char*>(b.bar), sizeof(int32_t)};
   out[1] = {reinterpret_cast<char*>(r.v.act), reinterpret_cast<char*>(b.act), 3};
   out[2] = {reinterpret_cast<char*>(r.v.done), reinterpret_cast<char*>(b.done), 1};
   out[3] = {reinterpret_cast<char*>(r.v.reward), reinterpret_cast<char*>(b.reward), sizeof(float)};
   out[4] = {reinterpret_cast<char*>(r.v.account), reinterpret_cast<char*>(b.account), sizeof(float) * FH_ENV_ACCOUNT};
   out[5] = {reinterpret_cast<char*>(r.tree.leaf), reinterpret_cast<char*>(b.leaf), sizeof(float)};
-  return 6;
 }
 
 /* The backup's rows as at most two runs of consecutive ring rows: f(first live slot, first backup slot, slots). */
@@ -36,10 +37,10 @@ fh_status each_run(const fh_collect_backup& b, const fh_cuda_replay& r, F f) {
 }
 
 fh_status copy_rows(const fh_collect_backup& b, const fh_cuda_replay& r, bool to_backup, cudaStream_t s) {
-  fh_slot_array a[6];
-  const int n = arrays(b, r, a);
+  fh_slot_array a[kArrays];
+  arrays(b, r, a);
   return each_run(b, r, [&](int64_t live, int64_t bk, int64_t slots) -> fh_status {
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < kArrays; ++i) {
       char* lp = a[i].live + (size_t)live * a[i].per_slot;
       char* bp = a[i].bk + (size_t)bk * a[i].per_slot;
       const size_t bytes = (size_t)slots * a[i].per_slot;
@@ -47,6 +48,18 @@ fh_status copy_rows(const fh_collect_backup& b, const fh_cuda_replay& r, bool to
     }
     return FH_OK;
   });
+}
+
+fh_status backup_alloc(fh_collect_backup* b) {
+  const size_t slots = (size_t)(b->rows * b->n_envs);
+  FH_CUDA_TRY(cudaMalloc(&b->state, sizeof(fh_env_state) * (size_t)b->n_envs));
+  FH_CUDA_TRY(cudaMalloc(&b->bar, sizeof(int32_t) * slots));
+  FH_CUDA_TRY(cudaMalloc(&b->act, 3 * slots));
+  FH_CUDA_TRY(cudaMalloc(&b->done, slots));
+  FH_CUDA_TRY(cudaMalloc(&b->reward, sizeof(float) * slots));
+  FH_CUDA_TRY(cudaMalloc(&b->account, sizeof(float) * FH_ENV_ACCOUNT * slots));
+  FH_CUDA_TRY(cudaMalloc(&b->leaf, sizeof(float) * slots));
+  return FH_OK;
 }
 
 }  // namespace
@@ -57,23 +70,7 @@ fh_status fh_collect_backup_alloc(const fh_cuda_replay& r, int32_t steps, fh_col
   const int64_t want = (int64_t)steps + r.n_step;
   out->rows = want < r.rows ? want : r.rows;
   out->n_envs = r.n_envs;
-  const size_t slots = (size_t)(out->rows * r.n_envs);
-  fh_status st = FH_OK;
-  auto grab = [&](void** p, size_t bytes) {
-    if (st != FH_OK) return;
-    const cudaError_t e = cudaMalloc(p, bytes);
-    if (e != cudaSuccess) {
-      fh_cuda_set_error(__FILE__, __LINE__, "cudaMalloc (collect-ahead backup)", cudaGetErrorString(e));
-      st = fh_cuda_status(e);
-    }
-  };
-  grab(reinterpret_cast<void**>(&out->state), sizeof(fh_env_state) * (size_t)r.n_envs);
-  grab(reinterpret_cast<void**>(&out->bar), sizeof(int32_t) * slots);
-  grab(reinterpret_cast<void**>(&out->act), 3 * slots);
-  grab(reinterpret_cast<void**>(&out->done), slots);
-  grab(reinterpret_cast<void**>(&out->reward), sizeof(float) * slots);
-  grab(reinterpret_cast<void**>(&out->account), sizeof(float) * FH_ENV_ACCOUNT * slots);
-  grab(reinterpret_cast<void**>(&out->leaf), sizeof(float) * slots);
+  const fh_status st = backup_alloc(out);
   if (st != FH_OK) fh_collect_backup_free(out);
   return st;
 }
@@ -113,13 +110,13 @@ fh_status fh_collect_backup_read(const fh_collect_backup& b, const fh_cuda_repla
   if (!b.state || !h.state || !h.bar || !h.act || !h.done || !h.reward || !h.account || !h.leaf)
     return FH_ERR_INVALID_ARGUMENT;
   FH_CUDA_TRY(cudaMemcpy(h.state, b.state, sizeof(fh_env_state) * (size_t)b.n_envs, cudaMemcpyDeviceToHost));
-  fh_slot_array a[6];
-  const int n = arrays(b, r, a);
-  char* host[6] = {reinterpret_cast<char*>(h.bar),    reinterpret_cast<char*>(h.act),
+  fh_slot_array a[kArrays];
+  arrays(b, r, a);
+  char* host[kArrays] = {reinterpret_cast<char*>(h.bar),    reinterpret_cast<char*>(h.act),
                    reinterpret_cast<char*>(h.done),   reinterpret_cast<char*>(h.reward),
                    reinterpret_cast<char*>(h.account), reinterpret_cast<char*>(h.leaf)};
   return each_run(b, r, [&](int64_t live, int64_t bk, int64_t slots) -> fh_status {
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < kArrays; ++i)
       FH_CUDA_TRY(cudaMemcpy(host[i] + (size_t)live * a[i].per_slot, a[i].bk + (size_t)bk * a[i].per_slot,
                              (size_t)slots * a[i].per_slot, cudaMemcpyDeviceToHost));
     return FH_OK;

@@ -630,10 +630,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
   }
 
-  {
-    const char* ca = getenv("FH_COLLECT_AHEAD");
-    t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !(ca && ca[0] == '0');
-  }
+  t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !fh_env_is("FH_COLLECT_AHEAD", "0");
   if (t->ahead_on) {
     TR_TRY(t, fh_collect_backup_alloc(t->replay, c.episode_len, &t->ahead_bk), "collect-ahead backup allocation");
     int least = 0, greatest = 0;
