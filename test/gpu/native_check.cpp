@@ -536,8 +536,9 @@ static void bench(Lib& gpu, int epochs) {
  * of the train step are left out of the captured graph), median train ms of `epochs` epochs after one
  * warm-up epoch. The difference to mask 0 is what that part costs in place, overlap included. */
 static void knockout(Lib& gpu, int epochs, int batch) {
-  const unsigned masks[] = {0, 1, 2, 4 | 2, 8, 16, 32, 64, 16 | 32, 1 | 16 | 32 | 64, 0x7f};
-  const char* names[] = {"none (full step)", "replay (PER sample, gather, priority)", "target(s') forward",
+  const unsigned masks[] = {0, 1, 128, 256, 512, 1024, 2, 4 | 2, 8, 16, 32, 64, 16 | 32, 1 | 16 | 32 | 64, 0x7f};
+  const char* names[] = {"none (full step)", "replay (PER sample, gather, priority)", "PER sample + weights only",
+                         "gather only", "priority update only", "batch-loss mean only", "target(s') forward",
                          "both forwards", "head output GEMMs", "loss kernel", "backward", "optimiser",
                          "loss + backward", "all but the forwards", "everything (graph + record only)"};
   Market M;

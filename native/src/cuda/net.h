@@ -44,6 +44,11 @@
 #define FH_KO_LOSS 16u      /* the loss kernel */
 #define FH_KO_BACKWARD 32u  /* the backward */
 #define FH_KO_OPTIM 64u     /* grad norm, Adam, target update */
+/* the replay's parts one at a time (the step keeps its side-stream structure, unlike FH_KO_REPLAY) */
+#define FH_KO_SAMPLE 128u   /* PER sample + importance weights */
+#define FH_KO_GATHER 256u   /* the replay gather of [s; s'] */
+#define FH_KO_PRIO 512u     /* the priority update */
+#define FH_KO_MEAN 1024u    /* the batch-loss mean */
 #define FH_NET_HEADS FH_LAYOUT_MAX_HEADS
 
 struct fh_net_pass {

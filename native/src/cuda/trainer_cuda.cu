@@ -271,9 +271,12 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
-  FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
-                              c.per_beta_steps, s, step_offset));
+  /* FH_KO_SAMPLE leaves out the prefetched samples only: the gathers keep reading the first step's real batch */
+  if (!(net->knockout & FH_KO_SAMPLE) || step_offset == 0)
+    FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
+                                c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
+  if (net->knockout & FH_KO_GATHER) return FH_OK;
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
                                  s);
 }
@@ -300,7 +303,8 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   FH_TRY(fh_net_forward_loss(net, B, bb.act, bb.ret, bb.disc, bb.weight, !pf, (flags & TS_TREADY) != 0));
   /* the priority update needs only the slots and the loss's signal; the next sample must see it, and
    * nothing else of the step reads the tree */
-  if (replay && !pf) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
+  const bool prio = !(net->knockout & FH_KO_PRIO);
+  if (replay && !pf && prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
   if (pf) {
     /* fork: the priority update, then step k+1's sample + gather into the other set, concurrent with this
      * step's backward. The counter still reads k here (Adam of this step bumps it), hence offset 1. Adam
@@ -311,7 +315,7 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
     const int64_t* counter = net->step;
     cudaEvent_t sampled = t->e_sampled;
-    FH_TRY(fh_net_loss_mean(net, B, t->s_side));
+    if (!(net->knockout & FH_KO_MEAN)) FH_TRY(fh_net_loss_mean(net, B, t->s_side));
     if (t->step_snap) {
       /* after the loss mean: the optimiser, which waits for e_sampled, also writes the step record */
       FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, t->s_side));
@@ -319,7 +323,7 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
       counter = t->step_snap;
       sampled = nullptr;
     }
-    FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
+    if (prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
     FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
     if (flags & TS_TPF)
