@@ -15,6 +15,8 @@
 #include "net_kernels.cuh"
 #include "adam.cuh"
 
+#include <type_traits>
+
 static constexpr int kSumBlocks = 264;   /* 2 x 132 SMs */
 static constexpr int kSumThreads = 256;
 static constexpr int kOptimMaxBlocks = 132 * 8;
@@ -159,13 +161,38 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
  * block with the last one (every block has read *step by then) writes *step = t, the norm and the
  * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
+/* The rotated column of W1's element e (0 <= e < rows * cols): its index in the rotated copy. */
+__device__ __forceinline__ int64_t fh_w1_rot_index(const fh_w1_rot& r, int64_t e) {
+  const int64_t row = e / r.cols;
+  const int32_t c = (int32_t)(e - row * r.cols);
+  return row * r.cols + (c < r.split ? c + r.cols - r.split : c - r.split);
+}
+
+static __global__ void fh_w1_rotate_kernel(const fh_bf16* __restrict__ shadow, fh_w1_rot r) {
+  const int64_t n = (int64_t)r.rows * r.cols;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
+    r.dst[fh_w1_rot_index(r, e)] = shadow[r.off + e];
+}
+
+fh_status fh_launch_w1_rotate(const fh_bf16* shadow, const fh_w1_rot& rot, cudaStream_t s) {
+  if (!rot.dst) return FH_OK;
+  if (!shadow || rot.rows <= 0 || rot.cols <= 0 || rot.split <= 0 || rot.split > rot.cols)
+    return FH_ERR_INVALID_ARGUMENT;
+  const int64_t n = (int64_t)rot.rows * rot.cols;
+  int64_t blocks = CEIL_DIV(n, (int64_t)256);
+  if (blocks > 1024) blocks = 1024;
+  fh_w1_rotate_kernel<<<(unsigned)blocks, 256, 0, s>>>(shadow, rot);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
 template <typename T>
 static __global__ void __launch_bounds__(kSumThreads)
 fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, const float* __restrict__ g,
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
-                   int every, float tau, fh_step_record rec) {
+                   int every, float tau, fh_step_record rec, fh_w1_rot rot) {
   __shared__ double sh[32];
   __shared__ float s_c[4];
   int64_t t = 0;
@@ -189,6 +216,11 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   for (int64_t i = first; i < n4; i += stride) {
     const float4 pi = fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) fh_store_quad(shadow, i, pi);
+    if constexpr (std::is_same<T, fh_bf16>::value) {
+      /* W1's rotated copy: a quad never straddles the split or a row (the launcher checks the multiples of 4) */
+      const int64_t e = 4 * i - rot.off;
+      if (rot.dst && e >= 0 && e < (int64_t)rot.rows * rot.cols) fh_store_quad(rot.dst, fh_w1_rot_index(rot, e) / 4, pi);
+    }
     if (mix != 0.0f) {
       float4 ti = pi;
       if (mix != 1.0f) {
@@ -203,6 +235,10 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   for (int64_t i = 4 * n4 + first; i < n; i += stride) {
     const float pi = fh_adam_elem(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) shadow[i] = fh_from_f32<T>(pi);
+    if constexpr (std::is_same<T, fh_bf16>::value) {
+      const int64_t e = i - rot.off;
+      if (rot.dst && e >= 0 && e < (int64_t)rot.rows * rot.cols) rot.dst[fh_w1_rot_index(rot, e)] = fh_from_f32<T>(pi);
+    }
     if (mix != 0.0f) {
       const float x = mix == 1.0f ? pi : fh_target_blend(pi, tgt[i], mix);
       tgt[i] = x;
@@ -225,8 +261,13 @@ template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
-                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec) {
+                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec,
+                                   const fh_w1_rot* rot) {
   /* 16-byte groups of the fp32 vectors, 4-element groups of the shadows */
+  const fh_w1_rot r = rot && std::is_same<T, fh_bf16>::value ? *rot : fh_w1_rot{};
+  if (r.dst && (r.off % 4 || r.cols % 4 || r.split % 4 || ((uintptr_t)r.dst & 7) || r.split > r.cols ||
+                r.off + (int64_t)r.rows * r.cols > n))
+    return FH_ERR_INVALID_ARGUMENT;
   const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
   if ((f32 & 15) || (sh & (4 * sizeof(T) - 1))) return FH_ERR_INVALID_ARGUMENT;
@@ -238,7 +279,7 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                  norm_out, scale_out, step, ticket, clip, lr, beta1,
                                                                  beta2, eps, target_every, tau,
-                                                                 rec ? *rec : fh_step_record{});
+                                                                 rec ? *rec : fh_step_record{}, r);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -246,8 +287,8 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
 template fh_status fh_launch_optimise_fused<float>(int64_t, float*, float*, const float*, float*, float*, float*,
                                                    float*, double*, float*, float*, int64_t*, unsigned int*, float,
                                                    float, float, float, float, int, float, cudaStream_t,
-                                                   const fh_step_record*);
+                                                   const fh_step_record*, const fh_w1_rot*);
 template fh_status fh_launch_optimise_fused<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, float*,
                                                      fh_bf16*, double*, float*, float*, int64_t*, unsigned int*,
                                                      float, float, float, float, float, int, float, cudaStream_t,
-                                                     const fh_step_record*);
+                                                     const fh_step_record*, const fh_w1_rot*);

@@ -779,12 +779,12 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   __syncwarp();
   float st[2] = {0.0f, 0.0f};
   if (g == 0.0f) {
-    /* every b_j is the same (lane 0's): all of the mass goes to floor(b) and ceil(b) */
+    /* every b_j is the same (lane 0's): all of the mass, exactly 1, goes to floor(b) and ceil(b). The target is
+     * the return's delta and reads nothing of s' (not even the rounding of sum_j m_j), which the paired batch
+     * layout relies on: its s' rows are not the stored s' when an episode ended (replay_gather_pair) */
     const float b = __shfl_sync(0xffffffffu, b_own, 0);
-    const float mass = fh_warp_sum(mj[0] + mj[1]);
 #pragma unroll
-    for (int k = 0; k < 2; ++k)
-      st[k] = ok[k] ? mass * fmaxf(0.0f, 1.0f - fabsf(b - (float)(lane + 32 * k))) : 0.0f;
+    for (int k = 0; k < 2; ++k) st[k] = ok[k] ? fmaxf(0.0f, 1.0f - fabsf(b - (float)(lane + 32 * k))) : 0.0f;
   } else {
     /* Atom kk receives m_j max(0, 1 - |b_j - kk|) from each j; with disc >= 0, b_j is non-decreasing
      * in j, so the j with b_j in (kk - 1, kk + 1) are one run: it starts at or after the last j with

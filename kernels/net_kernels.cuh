@@ -141,11 +141,24 @@ struct fh_step_record {
   int cap;
   int64_t* done;
 };
+/* A copy of W1 (rows x cols, bf16, canonical offset `off` in the flat vector) with its columns rotated: column c
+ * goes to c + cols - split when c < split (the market part) and to c - split otherwise (the account part), i.e.
+ * the rows read (account, market). The paired batch layout's s rows are multiplied by it (trainer_cuda.cu).
+ * dst NULL: none. */
+struct fh_w1_rot {
+  fh_bf16* dst;
+  int64_t off;
+  int32_t rows, cols, split;
+};
+/* dst = the rotated copy of the bf16 shadow's W1 (all of it; graph-capturable). */
+fh_status fh_launch_w1_rotate(const fh_bf16* shadow, const fh_w1_rot& rot, cudaStream_t s);
+
 template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
-                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec = nullptr);
+                                   int target_every, float tau, cudaStream_t s, const fh_step_record* rec = nullptr,
+                                   const fh_w1_rot* rot = nullptr);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

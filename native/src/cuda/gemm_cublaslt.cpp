@@ -32,7 +32,8 @@ size_t fh_gemm_workspace_bytes(void) { return kWorkspaceBytes; }
 
 namespace {
 
-using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int>;
+/* op, transposes, m n k, leading dimensions, output dtype, epilogue, aux ld, and the alignments of A, B, C */
+using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -192,6 +193,16 @@ static cublasLtEpilogue_t lt_epilogue(fh_epilogue e) {
   }
 }
 
+/* A pointer's alignment in bytes, up to 256 (cuBLASLt's heuristic assumes 256 unless told otherwise: an algorithm
+ * picked for aligned pointers may not run on a matrix that starts inside a row block, as the paired batch layout's
+ * s' rows do). */
+static uint32_t ptr_align(const void* p) {
+  const uintptr_t a = (uintptr_t)p;
+  uint32_t al = 256;
+  while (al > 1 && (a & (al - 1))) al >>= 1;
+  return al;
+}
+
 /* The per-call pointers of the epilogue (bias / bias gradient, ReLU mask). */
 static fh_status set_epilogue_ptrs(cublasLtMatmulDesc_t d, fh_epilogue epi, const void* bias, const void* aux) {
   if (epi_has_bias(epi))
@@ -220,7 +231,9 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     fh_cuda_set_error(__FILE__, __LINE__, "run_gemm", g_gemm_err);
     return FH_ERR_INVALID_ARGUMENT;
   }
-  PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, (int)aux_ld};
+  const uint32_t al_a = ptr_align(A), al_b = ptr_align(B), al_c = ptr_align(C);
+  PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, (int)aux_ld,
+              (int)al_a, (int)al_b, (int)al_c};
   Plan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(g->mu);
@@ -251,6 +264,12 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
     size_t wsb = kWorkspaceBytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    if (al_a < 256 || al_b < 256 || al_c < 256) { /* (a failure here shows as the matmul's own error) */
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
+    }
     cublasLtMatmulHeuristicResult_t res[kMaxCandidates];
     int found = 0;
     cublasStatus_t st =

@@ -107,6 +107,12 @@ struct fh_net {
   const fh_target_cache* tcache;
   const int32_t* tc_rows;
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
+  /* the paired batch layout (replay.h, fh_pair_block): while the trainer launches a train step with it, pair_ld is
+   * the block stride P and pair_off the offset of s' in a block (pass 0's x holds B blocks, not 2B rows; 0: the
+   * usual layout). Layer 1 of the s rows multiplies w1rot, W1 of the online shadow with its columns rotated
+   * (account first, fh_w1_rot), kept equal to the shadow by the optimiser and fh_net_sync_shadows (bf16 mode) */
+  int32_t pair_ld, pair_off;
+  fh_bf16* w1rot;
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */

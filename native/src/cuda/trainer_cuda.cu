@@ -112,6 +112,11 @@ struct fh_trainer {
   fh_net net{};
   fh_target_p1 tp1{};            /* the target's first-layer table (net.h); tp1.why says why it is off */
   fh_target_cache tcache{};      /* target(s') of every replay slot's state (net.h); tcache.why says why it is off */
+  /* the paired batch layout (FH_PAIRED=0 off; bf16 mode with the target cache, so that nothing but the online
+   * forward reads s'): s and s' of a sample share their market rows in one block of pair_ld elements (replay.h,
+   * fh_pair_block), half the bytes the replay gather writes and layer 1 reads */
+  bool pair = false;
+  int32_t pair_ld = 0, pair_off = 0;
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -277,6 +282,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
                                 c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
+  if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, t->pair_ld, s);
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
                                  s);
 }
@@ -354,10 +360,13 @@ static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
   t->net.pass[0].x = t->xs[set];
   t->net.tp1_bars = t->tp1.on ? t->bb[set].nbar : nullptr;
   t->net.tc_rows = t->tcache.on ? t->bb[set].nslot : nullptr;
+  t->net.pair_ld = t->pair ? t->pair_ld : 0;
+  t->net.pair_off = t->pair ? t->pair_off : 0;
   const fh_status st = launch_train_step_body(t, flags);
   t->net.pass[0].x = t->xs[0];
   t->net.tp1_bars = nullptr;
   t->net.tc_rows = nullptr;
+  t->net.pair_ld = t->net.pair_off = 0;
   return st;
 }
 
@@ -554,6 +563,13 @@ static fh_status warm_up(fh_trainer* t) {
     st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
   }
   TR_TRY(t, st, "warm-up train shapes");
+  if (t->pair) { /* the paired layout's layer-1 shapes (B/2 blocks of the zeroed input) */
+    net->pair_ld = t->pair_ld;
+    net->pair_off = t->pair_off;
+    st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
+    net->pair_ld = net->pair_off = 0;
+    TR_TRY(t, st, "warm-up train shapes (paired layout)");
+  }
   TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
   if (t->ev.n_seg > 0) TR_TRY(t, fh_net_forward(net, 1, 0, t->ev.n_seg, 1), "warm-up eval shapes");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
@@ -613,6 +629,16 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const char* tpe = getenv("FH_TARGET_PREFETCH");
     t->target_prefetch = t->prefetch && !(tpe && tpe[0] == '0') && !(c.tau > 0.0f) && c.target_update_every != 1 &&
                          !t->tcache.on;  /* with the cache no step runs a target forward */
+  }
+  {
+    const int32_t F = t->hm.m.n_features;
+    const bool shapes = t->net.op == FH_BF16 && t->dm.features_bf16 && F % 8 == 0 && !t->net.fused && !t->net.mma &&
+                        t->obs_dim == c.window * F + FH_ENV_ACCOUNT && t->net.w1rot;
+    t->pair = shapes && t->tcache.on && !t->target_prefetch && !fh_env_is("FH_PAIRED", "0");
+    t->pair_ld = fh_pair_block(c.window, F, c.n_step);
+    t->pair_off = fh_pair_next(F, c.n_step);
+    /* a batch's blocks fit in the buffers of its 2B rows: P < 2 D */
+    if (t->pair && t->pair_ld > 2 * t->obs_dim) t->pair = false;
   }
   if (t->prefetch) {
     TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
@@ -805,6 +831,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
   if (t->ahead_on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
+  if (t->pair && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
@@ -1346,15 +1374,21 @@ extern "C" FH_API fh_status fh_test_trainer_target_p1(fh_trainer* t, double* out
   fh_status s = FH_OK;
   const fh_bf16* S = static_cast<const fh_bf16*>(net->target_sh);
   const void* xn = fh_net_next_obs(net, B, t->xs[0]);
+  fh_bf16* xstd = nullptr; /* paired layout: the batch's stored s' rows in the usual layout */
   cudaError_t e = cudaDeviceSynchronize();
   if (e == cudaSuccess) e = cudaMalloc(&tmp, a.size() * 4);
   if (e == cudaSuccess) e = cudaMalloc((void**)&ap, hp.size() * 2);
   if (e == cudaSuccess) e = cudaMalloc((void**)&ag, hp.size() * 2);
+  if (e == cudaSuccess && t->pair) e = cudaMalloc((void**)&xstd, (size_t)B * L.D * 2);
   if (e != cudaSuccess) {
     s = fail_dev(t, fh_cuda_status(e), "target table check");
     goto done;
   }
-  s = fh_target_p1_refresh(t->tp1, net, t->dm.view, t->cfg.window, st, tmp);
+  if (t->pair) {
+    s = fh_launch_replay_gather(t->replay, t->dm, t->cfg.window, t->bb[0], B, FH_BF16, nullptr, xstd, L.D, st);
+    xn = xstd;
+  }
+  if (s == FH_OK) s = fh_target_p1_refresh(t->tp1, net, t->dm.view, t->cfg.window, st, tmp);
   if (s == FH_OK) s = fh_net_layer1_from_table(net, t->tp1, xn, t->bb[0].nbar, B, ap, st);
   if (s == FH_OK)
     s = fh_gemm_fwd(net->gemm, st, net->pass[0].ws[0], FH_BF16, B, L.h1, L.D, xn, L.D, S + L.W1, S + L.b1,
@@ -1383,5 +1417,69 @@ done:
   if (tmp) cudaFree(tmp);
   if (ap) cudaFree(ap);
   if (ag) cudaFree(ag);
+  if (xstd) cudaFree(xstd);
+  return s;
+}
+
+/* The paired batch layout checked in place, on batch set 0's slots (the last even train step's batch): the usual
+ * gather and the paired one into buffers of their own, compared bit for bit. out[0] = 1 when the trainer trains with
+ * the paired layout; out[1] = samples; out[2] = s rows that differ (the block's run [0, D) against the row, columns
+ * rotated); out[3] = s' rows that differ among the samples with disc != 0; out[4] = samples with disc == 0 (their
+ * s' run is not the stored state: the loss reads nothing of it); out[5] = elements of the rotated W1 that differ
+ * from the online shadow's W1. Needs the market's bf16 features and F % 8 == 0 (else FH_ERR_UNSUPPORTED). */
+extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* out) {
+  if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  for (int i = 0; i < 6; ++i) out[i] = 0.0;
+  const int32_t F = t->hm.m.n_features, D = t->obs_dim, B = t->batch, W = t->cfg.window;
+  if (!t->dm.features_bf16 || F % 8 != 0 || t->net.op != FH_BF16)
+    return fail(t, FH_ERR_UNSUPPORTED, "pair gather check: needs bf16 mode, the bf16 features and F %% 8 == 0");
+  FH_TRY(settle_ahead(t)); /* the replay as the last epoch left it */
+  out[0] = t->pair ? 1.0 : 0.0;
+  const int32_t P = fh_pair_block(W, F, t->cfg.n_step), off = fh_pair_next(F, t->cfg.n_step);
+  const fh_layout& L = t->net.L;
+  cudaStream_t st = train_stream(t);
+  fh_bf16 *xa = nullptr, *xb = nullptr;
+  std::vector<uint16_t> ha((size_t)2 * B * D), hb((size_t)B * P), w((size_t)L.total), r((size_t)L.h1 * D);
+  std::vector<float> disc((size_t)B);
+  TR_CUDA(t, cudaDeviceSynchronize(), "pair gather check");
+  cudaError_t e = cudaMalloc((void**)&xa, ha.size() * 2);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&xb, hb.size() * 2);
+  fh_status s = e == cudaSuccess ? FH_OK : fail_dev(t, fh_cuda_status(e), "pair gather check");
+  if (s == FH_OK)
+    s = fh_launch_replay_gather(t->replay, t->dm, W, t->bb[0], B, FH_BF16, xa, xa + (size_t)B * D, D, st);
+  if (s == FH_OK) s = fh_launch_replay_gather_pair(t->replay, t->dm, W, t->bb[0], B, xb, P, st);
+  if (s != FH_OK && e == cudaSuccess) s = fail(t, s, "pair gather check: %s", fh_cuda_last_error_text());
+  if (s == FH_OK) {
+    e = cudaStreamSynchronize(st);
+    if (e == cudaSuccess) e = cudaMemcpy(ha.data(), xa, ha.size() * 2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(hb.data(), xb, hb.size() * 2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(disc.data(), t->bb[0].disc, disc.size() * 4, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(w.data(), t->net.online_sh, w.size() * 2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(r.data(), t->net.w1rot, r.size() * 2, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) s = fail_dev(t, fh_cuda_status(e), "pair gather check");
+  }
+  if (s == FH_OK) {
+    const int32_t mk = D - FH_ENV_ACCOUNT;
+    out[1] = B;
+    for (int32_t j = 0; j < B; ++j) {
+      const uint16_t* xs_ = &ha[(size_t)j * D];
+      const uint16_t* xn_ = &ha[((size_t)B + j) * D];
+      const uint16_t* blk = &hb[(size_t)j * P];
+      const bool s_same = memcmp(blk, xs_ + mk, FH_ENV_ACCOUNT * 2) == 0 && memcmp(blk + FH_ENV_ACCOUNT, xs_, mk * 2) == 0;
+      out[2] += s_same ? 0.0 : 1.0;
+      if (disc[j] == 0.0f)
+        out[4] += 1.0;
+      else
+        out[3] += memcmp(blk + off, xn_, (size_t)D * 2) == 0 ? 0.0 : 1.0;
+    }
+    for (int32_t row = 0; row < L.h1; ++row)
+      for (int32_t c = 0; c < D; ++c) {
+        const int32_t c2 = c < mk ? c + FH_ENV_ACCOUNT : c - mk;
+        out[5] += w[(size_t)L.W1 + (size_t)row * D + c] == r[(size_t)row * D + c2] ? 0.0 : 1.0;
+      }
+  }
+  if (xa) cudaFree(xa);
+  if (xb) cudaFree(xb);
   return s;
 }
