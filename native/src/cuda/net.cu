@@ -156,6 +156,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     net->finish_side = !(fsd && strcmp(fsd, "0") == 0);
     const char* dws = getenv("FH_DW_SIDE");
     net->dw_side = net->finish_side && !(dws && strcmp(dws, "0") == 0);
+    net->pair_fork = fh_env_is("FH_PAIR_FORK", "1");
     const char* hl = getenv("FH_HEADS_LATE");
     net->heads_late = !(hl && strcmp(hl, "0") == 0);
     /* bf16 mode: the first layer's weight gradient as its market columns (when they are a multiple of 128 and
@@ -342,11 +343,21 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
     const fh_relu_mask m1 = m ? fh_relu_mask{static_cast<char*>(net->mask1.bits) + (int64_t)Bh * net->mask1.ld / 8,
                                              net->mask1.ld}
                               : none;
+    const bool fork = net->pair_fork && L.n_heads > 1;
+    cudaStream_t s1 = fork ? P.hs[1] : P.s;
+    if (fork) {
+      FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+      FH_CUDA_TRY(cudaStreamWaitEvent(s1, P.fork, 0));
+    }
+    FH_TRY(fh_gemm_fwd(net->gemm, s1, fork ? P.ws[1] : P.ws[0], op, Bh, L.h1, L.D, fh_byte_ptr(x, net->pair_off, op),
+                       net->pair_ld, fh_byte_ptr(S, L.W1, op), fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS,
+                       fh_byte_ptr(P.a1, (int64_t)Bh * L.h1, op), op, L.h1, m1));
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, L.D, x, net->pair_ld, net->w1rot,
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m0));
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, L.D, fh_byte_ptr(x, net->pair_off, op), net->pair_ld,
-                       fh_byte_ptr(S, L.W1, op), fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS,
-                       fh_byte_ptr(P.a1, (int64_t)Bh * L.h1, op), op, L.h1, m1));
+    if (fork) {
+      FH_CUDA_TRY(cudaEventRecord(P.join[1], s1));
+      FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[1], 0));
+    }
   } else {
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));

@@ -113,6 +113,7 @@ struct fh_net {
    * (account first, fh_w1_rot), kept equal to the shadow by the optimiser and fh_net_sync_shadows (bf16 mode) */
   int32_t pair_ld, pair_off;
   fh_bf16* w1rot;
+  int pair_fork;                /* FH_PAIR_FORK=1 (A/B): the s' rows' layer-1 GEMM on head stream 1 beside the s rows' */
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */
