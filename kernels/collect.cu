@@ -8,21 +8,20 @@
  *                   (bf16 rows copy the market's bf16 feature matrix: half the bytes, same bits)
  *                   which 0 also writes act (B, 3) int32, ret (B), disc (B) via fh_replay_nstep;
  *                   which 1 writes nbar (B), the bar of s', and nslot (B), its slot
- *   replay_gather_pair  bf16 batches whose s and s' share their market rows (the trainer's paired layout, below):
- *                   one warp per sample j writes the block of P elements at blk + j*P:
- *                     [acct(s) 8 | features of bars t-W+1 .. t+n (W+n)F | acct(s') 8]
- *                   t = bar of s. s is the run [0, D) in the order (account, market): the GEMM reads it
- *                   with W1's columns rotated; s' is the run [8 + nF, 8 + nF + D) in the usual order
- *                   (market, account). When no episode ends within the n steps (disc != 0), s' is the state
- *                   at bar t+n, so that run is bit for bit the row the plain gather writes. When one ends
- *                   (disc == 0) the run is not the stored s' (a new episode's): the loss reads nothing of
- *                   s' then (the C51 target is the return's delta; loss.cu). Bars past the data are zeros.
- *                   Also act, ret, disc, nbar, nslot as above.
+ *   replay_gather_pair  bf16 batches whose s and s' share their market rows (fh_pair_layout, net_kernels.cuh): one warp
+ *                   per sample j writes [0, mkt + K) of its block at blk + j*P: account of s, zeros, the features of
+ *                   bars t-W+1 .. t+n (t = the bar of s), account of s', zeros. When no episode ends within the n steps
+ *                   (disc != 0), s' is the state at bar t+n, so its run holds the usual gather's s' row bit for bit.
+ *                   When one ends (disc == 0) it does not (the stored s' is a new episode's): the loss reads nothing of
+ *                   s' then (the C51 target is the return's delta; loss.cu). Bars past the data are zeros. Also act,
+ *                   ret, disc, nbar, nslot as above.
  *
  * Launch constraints: B <= batch.cap; slots in [0, capacity). Graph-capturable.
  */
 #include "cuda_env_gather.cuh"
 #include "../native/src/cuda/replay.h"
+#include "mma.cuh"
+#include "net_kernels.cuh"
 
 #include <stdlib.h>
 
@@ -95,12 +94,24 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                               dst + (int64_t)j * ld);
 }
 
+/* 8 account features as one 16-byte group of bf16 */
+__device__ __forceinline__ uint4 fh_account_bf16x8(const float* __restrict__ acc) {
+  const float4 a = *reinterpret_cast<const float4*>(acc), b = *reinterpret_cast<const float4*>(acc + 4);
+  uint4 v;
+  v.x = fh_pack_bf16x2(a.x, a.y);
+  v.y = fh_pack_bf16x2(a.z, a.w);
+  v.z = fh_pack_bf16x2(b.x, b.y);
+  v.w = fh_pack_bf16x2(b.z, b.w);
+  return v;
+}
+
 static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_step, float gamma,
                                                  const fh_bf16* __restrict__ features, int64_t n_bars, int32_t F,
                                                  int32_t window, const int32_t* __restrict__ slot, int32_t B,
                                                  int32_t* __restrict__ act, float* __restrict__ ret,
                                                  float* __restrict__ disc, int32_t* __restrict__ nbar,
-                                                 int32_t* __restrict__ nslot, fh_bf16* __restrict__ blk, int32_t P) {
+                                                 int32_t* __restrict__ nslot, fh_bf16* __restrict__ blk,
+                                                 fh_pair_layout l) {
   const int lane = threadIdx.x & 31;
   const int64_t j = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
   if (j >= B) return;
@@ -121,41 +132,38 @@ static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_ste
     nbar[j] = v.bar[s1];
     nslot[j] = (int32_t)s1;
   }
-  fh_bf16* dst = blk + j * (int64_t)P;
-  /* the market rows: 16-byte copies of bars t-W+1 .. t+n (the first W always exist: t >= W-1) */
+  /* 16-byte groups u of [0, mkt + K): the market rows from the bf16 feature matrix (bars t-W+1 .. t+n; the first W
+   * always exist, t >= W-1), the two account groups, zeros elsewhere */
+  uint4* d = reinterpret_cast<uint4*>(blk + j * (int64_t)l.P);
+  const int32_t m0 = l.mkt >> 3, m1 = (l.mkt + l.WF + l.nF) >> 3, n16 = (l.mkt + l.K) >> 3;
   const int64_t b0 = t - window + 1;
-  const int32_t per_bar = F >> 3, n8 = (window + n_step) * per_bar;
-  const int64_t avail8 = (n_bars - b0) * per_bar; /* 16-byte groups inside the data */
-  const uint4* src = reinterpret_cast<const uint4*>(features + b0 * (int64_t)F);
-  uint4* d = reinterpret_cast<uint4*>(dst + FH_ENV_ACCOUNT);
+  const int64_t avail = (n_bars - b0) * (F >> 3); /* groups of the market rows inside the data */
+  const uint4* src = reinterpret_cast<const uint4*>(features + b0 * (int64_t)F) - m0;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  int32_t i = lane;
-  for (; i + 96 < n8; i += 128) {
-    const uint4 v0 = i < avail8 ? __ldg(src + i) : zero, v1 = i + 32 < avail8 ? __ldg(src + i + 32) : zero;
-    const uint4 v2 = i + 64 < avail8 ? __ldg(src + i + 64) : zero, v3 = i + 96 < avail8 ? __ldg(src + i + 96) : zero;
-    d[i] = v0;
-    d[i + 32] = v1;
-    d[i + 64] = v2;
-    d[i + 96] = v3;
+  for (int32_t u = lane; u < n16; u += 32) {
+    uint4 x = zero;
+    if (u >= m0 && u < m1 && u - m0 < avail)
+      x = __ldg(src + u);
+    else if (u == 0)
+      x = fh_account_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
+    else if (u == m1)
+      x = fh_account_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
+    d[u] = x;
   }
-  for (; i < n8; i += 32) d[i] = i < avail8 ? __ldg(src + i) : zero;
-  if (lane < FH_ENV_ACCOUNT)
-    dst[lane] = fh_from_f32<fh_bf16>(v.account[s0 * FH_ENV_ACCOUNT + lane]);
-  else if (lane < 2 * FH_ENV_ACCOUNT)
-    dst[FH_ENV_ACCOUNT + n8 * 8 + (lane - FH_ENV_ACCOUNT)] =
-        fh_from_f32<fh_bf16>(v.account[s1 * FH_ENV_ACCOUNT + lane - FH_ENV_ACCOUNT]);
 }
 
 fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
-                                       const fh_cuda_batch& b, int32_t B, void* blk, int32_t P, cudaStream_t s) {
+                                       const fh_cuda_batch& b, int32_t B, void* blk, const fh_pair_layout& l,
+                                       cudaStream_t s) {
   const int32_t F = m.view.n_features;
-  if (B <= 0 || B > b.cap || !blk || !m.features_bf16 || F % 8 != 0 ||
-      P != fh_pair_block(window, F, r.n_step) || ((uintptr_t)blk & 15))
+  const fh_pair_layout want = fh_pair_make(window, F, r.n_step);
+  if (B <= 0 || B > b.cap || !blk || !m.features_bf16 || F % 8 != 0 || l.P != want.P || l.K != want.K ||
+      l.mkt != want.mkt || ((uintptr_t)blk & 15))
     return FH_ERR_INVALID_ARGUMENT;
   const dim3 grid((unsigned)CEIL_DIV((int64_t)B, FH_GATHER_WARPS)), block(32 * FH_GATHER_WARPS);
   replay_gather_pair_kernel<<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.features_bf16, m.view.n_bars, F, window,
                                                    b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot,
-                                                   static_cast<fh_bf16*>(blk), P);
+                                                   static_cast<fh_bf16*>(blk), l);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -161,27 +161,39 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
  * block with the last one (every block has read *step by then) writes *step = t, the norm and the
  * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
-/* The rotated column of W1's element e (0 <= e < rows * cols): its index in the rotated copy. */
-__device__ __forceinline__ int64_t fh_w1_rot_index(const fh_w1_rot& r, int64_t e) {
-  const int64_t row = e / r.cols;
-  const int32_t c = (int32_t)(e - row * r.cols);
-  return row * r.cols + (c < r.split ? c + r.cols - r.split : c - r.split);
+/* Where W1's element e (0 <= e < rows * cols, row-major) goes in w1s and in w1n. */
+__device__ __forceinline__ int64_t fh_w1s_index(const fh_w1_pair& w, int64_t e) {
+  const int64_t row = e / w.cols;
+  const int32_t c = (int32_t)(e - row * w.cols);
+  return row * w.l.K + (c < w.l.WF ? w.l.mkt + c : c - w.l.WF);
+}
+__device__ __forceinline__ int64_t fh_w1n_index(const fh_w1_pair& w, int64_t e) {
+  const int64_t row = e / w.cols;
+  return row * w.l.K + w.l.nF + (e - row * w.cols);
 }
 
-static __global__ void fh_w1_rotate_kernel(const fh_bf16* __restrict__ shadow, fh_w1_rot r) {
-  const int64_t n = (int64_t)r.rows * r.cols;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-    r.dst[fh_w1_rot_index(r, e)] = shadow[r.off + e];
+static __global__ void fh_w1_pair_kernel(const fh_bf16* __restrict__ shadow, fh_w1_pair w) {
+  const int64_t n = (int64_t)w.rows * w.cols;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    const fh_bf16 v = shadow[w.off + e];
+    w.s[fh_w1s_index(w, e)] = v;
+    w.n[fh_w1n_index(w, e)] = v;
+  }
 }
 
-fh_status fh_launch_w1_rotate(const fh_bf16* shadow, const fh_w1_rot& rot, cudaStream_t s) {
-  if (!rot.dst) return FH_OK;
-  if (!shadow || rot.rows <= 0 || rot.cols <= 0 || rot.split <= 0 || rot.split > rot.cols)
-    return FH_ERR_INVALID_ARGUMENT;
-  const int64_t n = (int64_t)rot.rows * rot.cols;
+static bool fh_w1_pair_ok(const fh_w1_pair& w) {
+  const fh_pair_layout& l = w.l;
+  return w.s && w.n && w.rows > 0 && w.cols == l.WF + 8 && l.K == l.mkt + l.WF && l.mkt >= 8 + l.nF && l.nF >= 0 &&
+         l.WF % 4 == 0 && l.nF % 4 == 0 && l.mkt % 4 == 0 && w.off % 4 == 0;
+}
+
+fh_status fh_launch_w1_pair(const fh_bf16* shadow, const fh_w1_pair& w, cudaStream_t s) {
+  if (!w.s) return FH_OK;
+  if (!shadow || !fh_w1_pair_ok(w)) return FH_ERR_INVALID_ARGUMENT;
+  const int64_t n = (int64_t)w.rows * w.cols;
   int64_t blocks = CEIL_DIV(n, (int64_t)256);
   if (blocks > 1024) blocks = 1024;
-  fh_w1_rotate_kernel<<<(unsigned)blocks, 256, 0, s>>>(shadow, rot);
+  fh_w1_pair_kernel<<<(unsigned)blocks, 256, 0, s>>>(shadow, w);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -192,7 +204,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
-                   int every, float tau, fh_step_record rec, fh_w1_rot rot) {
+                   int every, float tau, fh_step_record rec, fh_w1_pair w1p) {
   __shared__ double sh[32];
   __shared__ float s_c[4];
   int64_t t = 0;
@@ -217,9 +229,13 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
     const float4 pi = fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) fh_store_quad(shadow, i, pi);
     if constexpr (std::is_same<T, fh_bf16>::value) {
-      /* W1's rotated copy: a quad never straddles the split or a row (the launcher checks the multiples of 4) */
-      const int64_t e = 4 * i - rot.off;
-      if (rot.dst && e >= 0 && e < (int64_t)rot.rows * rot.cols) fh_store_quad(rot.dst, fh_w1_rot_index(rot, e) / 4, pi);
+      /* W1 placed for the paired layout: a quad never straddles a row or the market/account split (the launcher
+       * checks the multiples of 4), so it lands as a quad in both copies */
+      const int64_t e = 4 * i - w1p.off;
+      if (w1p.s && e >= 0 && e < (int64_t)w1p.rows * w1p.cols) {
+        fh_store_quad(w1p.s, fh_w1s_index(w1p, e) / 4, pi);
+        fh_store_quad(w1p.n, fh_w1n_index(w1p, e) / 4, pi);
+      }
     }
     if (mix != 0.0f) {
       float4 ti = pi;
@@ -236,8 +252,11 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
     const float pi = fh_adam_elem(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) shadow[i] = fh_from_f32<T>(pi);
     if constexpr (std::is_same<T, fh_bf16>::value) {
-      const int64_t e = i - rot.off;
-      if (rot.dst && e >= 0 && e < (int64_t)rot.rows * rot.cols) rot.dst[fh_w1_rot_index(rot, e)] = fh_from_f32<T>(pi);
+      const int64_t e = i - w1p.off;
+      if (w1p.s && e >= 0 && e < (int64_t)w1p.rows * w1p.cols) {
+        w1p.s[fh_w1s_index(w1p, e)] = fh_from_f32<T>(pi);
+        w1p.n[fh_w1n_index(w1p, e)] = fh_from_f32<T>(pi);
+      }
     }
     if (mix != 0.0f) {
       const float x = mix == 1.0f ? pi : fh_target_blend(pi, tgt[i], mix);
@@ -262,11 +281,11 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
                                    int target_every, float tau, cudaStream_t s, const fh_step_record* rec,
-                                   const fh_w1_rot* rot) {
+                                   const fh_w1_pair* w1p) {
   /* 16-byte groups of the fp32 vectors, 4-element groups of the shadows */
-  const fh_w1_rot r = rot && std::is_same<T, fh_bf16>::value ? *rot : fh_w1_rot{};
-  if (r.dst && (r.off % 4 || r.cols % 4 || r.split % 4 || ((uintptr_t)r.dst & 7) || r.split > r.cols ||
-                r.off + (int64_t)r.rows * r.cols > n))
+  const fh_w1_pair wp = w1p && std::is_same<T, fh_bf16>::value ? *w1p : fh_w1_pair{};
+  if (wp.s && (!fh_w1_pair_ok(wp) || ((uintptr_t)wp.s & 7) || ((uintptr_t)wp.n & 7) ||
+               wp.off + (int64_t)wp.rows * wp.cols > n))
     return FH_ERR_INVALID_ARGUMENT;
   const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
@@ -279,7 +298,7 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                  norm_out, scale_out, step, ticket, clip, lr, beta1,
                                                                  beta2, eps, target_every, tau,
-                                                                 rec ? *rec : fh_step_record{}, r);
+                                                                 rec ? *rec : fh_step_record{}, wp);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -287,8 +306,8 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
 template fh_status fh_launch_optimise_fused<float>(int64_t, float*, float*, const float*, float*, float*, float*,
                                                    float*, double*, float*, float*, int64_t*, unsigned int*, float,
                                                    float, float, float, float, int, float, cudaStream_t,
-                                                   const fh_step_record*, const fh_w1_rot*);
+                                                   const fh_step_record*, const fh_w1_pair*);
 template fh_status fh_launch_optimise_fused<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, float*,
                                                      fh_bf16*, double*, float*, float*, int64_t*, unsigned int*,
                                                      float, float, float, float, float, int, float, cudaStream_t,
-                                                     const fh_step_record*, const fh_w1_rot*);
+                                                     const fh_step_record*, const fh_w1_pair*);

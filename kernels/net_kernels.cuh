@@ -141,24 +141,51 @@ struct fh_step_record {
   int cap;
   int64_t* done;
 };
-/* A copy of W1 (rows x cols, bf16, canonical offset `off` in the flat vector) with its columns rotated: column c
- * goes to c + cols - split when c < split (the market part) and to c - split otherwise (the account part), i.e.
- * the rows read (account, market). The paired batch layout's s rows are multiplied by it (trainer_cuda.cu).
- * dst NULL: none. */
-struct fh_w1_rot {
-  fh_bf16* dst;
-  int64_t off;
-  int32_t rows, cols, split;
+/* The paired batch layout (the trainer's, kernels/collect.cu replay_gather_pair): per sample one block of P elements
+ * (bf16), the blocks of a batch at stride P, in which s and s' share their market rows:
+ *   [0, 8)              account features of s
+ *   [8, mkt)            zeros
+ *   [mkt, mkt + WF + nF) the feature rows of bars t-W+1 .. t+n (t = the bar of s; WF = W F, nF = n F)
+ *   then 8              account features of s'
+ *   then zeros up to mkt + K
+ * s is the run [0, K): (account, zeros, market); s' the run [mkt, mkt + K): (market of bars t-W+1+n.. preceded by the
+ * nF columns of the first n bars, account, zeros). Layer 1 multiplies them by W1's columns placed to match (w1s, w1n
+ * below: zeros at the padding and, for s', at the first nF columns), so both are the usual first layer of s and s'
+ * with zero terms added. mkt = 8 + nF rounded up to 64 and K = mkt + WF, P = mkt + K rounded up to 64: every run and
+ * the market rows start on a 128-byte line (the GEMMs read them at full speed). */
+struct fh_pair_layout {
+  int32_t P, K, mkt, WF, nF;
 };
-/* dst = the rotated copy of the bf16 shadow's W1 (all of it; graph-capturable). */
-fh_status fh_launch_w1_rotate(const fh_bf16* shadow, const fh_w1_rot& rot, cudaStream_t s);
+__host__ __device__ inline int32_t fh_round_up64(int32_t x) { return (x + 63) / 64 * 64; }
+__host__ __device__ inline fh_pair_layout fh_pair_make(int32_t window, int32_t F, int32_t n_step) {
+  fh_pair_layout l;
+  l.WF = window * F;
+  l.nF = n_step * F;
+  l.mkt = fh_round_up64(8 + l.nF);
+  l.K = l.mkt + l.WF;
+  l.P = fh_round_up64(l.mkt + l.K);
+  return l;
+}
+
+/* W1 (rows x cols = D, canonical offset `off` in the flat vector, bf16 shadow) placed for the paired layout: w1s
+ * (rows x K) has canonical market column c < WF at mkt + c and account column WF + a at a; w1n (rows x K) has every
+ * canonical column c at nF + c; every other column is zero (set once at allocation). s NULL: none. */
+struct fh_w1_pair {
+  fh_bf16* s;
+  fh_bf16* n;
+  int64_t off;
+  int32_t rows, cols;
+  fh_pair_layout l;
+};
+/* w1s and w1n from the bf16 shadow's W1 (all of it; graph-capturable). */
+fh_status fh_launch_w1_pair(const fh_bf16* shadow, const fh_w1_pair& w, cudaStream_t s);
 
 template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
                                    int target_every, float tau, cudaStream_t s, const fh_step_record* rec = nullptr,
-                                   const fh_w1_rot* rot = nullptr);
+                                   const fh_w1_pair* w1p = nullptr);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

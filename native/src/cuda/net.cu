@@ -67,7 +67,7 @@ void fh_net_destroy(fh_net* net) {
   if (!net) return;
   void* ptrs[] = {net->online, net->target, net->grad, net->adam_m, net->adam_v, net->dah, net->da2, net->da1,
                   net->wloss, net->signal, net->red_part, net->mean_part, net->qs_part, net->loss, net->gnorm, net->gscale,
-                  net->step, net->opt_ticket, net->w1rot};
+                  net->step, net->opt_ticket, net->w1s, net->w1n};
   for (void* p : ptrs)
     if (p) cudaFree(p);
   if (net->op == FH_BF16) {
@@ -156,7 +156,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     net->finish_side = !(fsd && strcmp(fsd, "0") == 0);
     const char* dws = getenv("FH_DW_SIDE");
     net->dw_side = net->finish_side && !(dws && strcmp(dws, "0") == 0);
-    net->pair_fork = fh_env_is("FH_PAIR_FORK", "1");
     const char* hl = getenv("FH_HEADS_LATE");
     net->heads_late = !(hl && strcmp(hl, "0") == 0);
     /* bf16 mode: the first layer's weight gradient as its market columns (when they are a multiple of 128 and
@@ -183,11 +182,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && strcmp(lb, "0") == 0) ? FH_BF16 : FH_F32;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
-    /* FH_TRAIN_PRIORITY=high (A/B): pass 0's streams at the device's highest priority (with FH_SIDE_PRIORITY=0 the
-     * replay's side stream then yields to the train step's kernels) */
+    /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
+     * at the lowest, fills what the step's kernels leave (10 us of a 432 us reference step on the H200 against the
+     * side stream first; bench/RESULTS.md); FH_TRAIN_PRIORITY=0: the default priority (A/B) */
     int least = 0, greatest = 0;
     FH_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    const int train_prio = fh_env_is("FH_TRAIN_PRIORITY", "high") ? greatest : least;
+    const int train_prio = fh_env_is("FH_TRAIN_PRIORITY", "0") ? least : greatest;
     for (int p = 0; p < FH_NET_PASSES; ++p) {
       fh_net_pass& P = net->pass[p];
       P.cap = p == 0 ? 2 * cap : cap;
@@ -237,7 +237,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
         NET_TRY(fh_dmalloc_t(&net->colsum_lv[i], (size_t)fh_mma_row_tiles(cap) * widths[i] * sizeof(float)));
       for (int i = 0; i < 2; ++i) FH_CUDA_TRY(cudaEventCreateWithFlags(&net->bev[i], cudaEventDisableTiming));
     }
-    if (net->op == FH_BF16) NET_TRY(fh_dmalloc_t(&net->w1rot, (size_t)L.h1 * L.D * sizeof(fh_bf16)));
     NET_TRY(fh_dmalloc(&net->dah, (size_t)cap * HH * es));
     NET_TRY(fh_dmalloc(&net->da2, (size_t)cap * L.h2 * es));
     NET_TRY(fh_dmalloc(&net->da1, (size_t)cap * L.h1 * es));
@@ -273,17 +272,31 @@ fail:
 #undef NET_TRY
 }
 
-/* W1's rotated copy (bf16 mode; none in fp32 mode). */
-static fh_w1_rot fh_net_w1_rot(const fh_net* net) {
+/* W1's placed copies for the paired layout (none before fh_net_pair_setup, and in fp32 mode). */
+static fh_w1_pair fh_net_w1_pair(const fh_net* net) {
   const fh_layout& L = net->L;
-  return net->w1rot ? fh_w1_rot{net->w1rot, L.W1, L.h1, L.D, L.D - FH_ENV_ACCOUNT} : fh_w1_rot{};
+  return net->w1s ? fh_w1_pair{net->w1s, net->w1n, L.W1, L.h1, L.D, net->pair_l} : fh_w1_pair{};
+}
+
+fh_status fh_net_pair_setup(fh_net* net, const fh_pair_layout& l) {
+  const fh_layout& L = net->L;
+  if (net->op != FH_BF16 || net->w1s || l.WF + FH_ENV_ACCOUNT != L.D) return FH_ERR_INVALID_ARGUMENT;
+  const size_t bytes = (size_t)L.h1 * l.K * sizeof(fh_bf16);
+  FH_TRY(fh_dmalloc_t(&net->w1s, bytes));
+  FH_TRY(fh_dmalloc_t(&net->w1n, bytes));
+  FH_CUDA_TRY(cudaMemset(net->w1s, 0, bytes));
+  FH_CUDA_TRY(cudaMemset(net->w1n, 0, bytes));
+  net->pair_l = l;
+  FH_TRY(fh_launch_w1_pair(static_cast<const fh_bf16*>(net->online_sh), fh_net_w1_pair(net), net->pass[0].s));
+  FH_CUDA_TRY(cudaStreamSynchronize(net->pass[0].s));
+  return FH_OK;
 }
 
 fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s) {
   if (net->op != FH_BF16) return FH_OK;
   FH_TRY(fh_launch_cast<fh_bf16>(net->online, static_cast<fh_bf16*>(net->online_sh), net->L.total, s));
   FH_TRY(fh_launch_cast<fh_bf16>(net->target, static_cast<fh_bf16*>(net->target_sh), net->L.total, s));
-  return fh_launch_w1_rotate(static_cast<const fh_bf16*>(net->online_sh), fh_net_w1_rot(net), s);
+  return fh_launch_w1_pair(static_cast<const fh_bf16*>(net->online_sh), fh_net_w1_pair(net), s);
 }
 
 void* fh_net_next_obs(const fh_net* net, int32_t B, void* x) {
@@ -335,29 +348,20 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
-  } else if (p == 0 && which == 0 && net->pair_ld > 0) {
-    /* paired layout: B/2 blocks; the s rows (account first) times the rotated W1, the s' rows times W1 */
-    if (B % 2 || !net->w1rot) return FH_ERR_INVALID_ARGUMENT;
+  } else if (p == 0 && which == 0 && net->pair) {
+    /* paired layout: B/2 blocks; the s runs times w1s, the s' runs times w1n (fh_pair_layout) */
+    if (B % 2 || !net->w1s) return FH_ERR_INVALID_ARGUMENT;
     const int32_t Bh = B / 2;
+    const fh_pair_layout& pl = net->pair_l;
     const fh_relu_mask m0 = m ? net->mask1 : none;
     const fh_relu_mask m1 = m ? fh_relu_mask{static_cast<char*>(net->mask1.bits) + (int64_t)Bh * net->mask1.ld / 8,
                                              net->mask1.ld}
                               : none;
-    const bool fork = net->pair_fork && L.n_heads > 1;
-    cudaStream_t s1 = fork ? P.hs[1] : P.s;
-    if (fork) {
-      FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
-      FH_CUDA_TRY(cudaStreamWaitEvent(s1, P.fork, 0));
-    }
-    FH_TRY(fh_gemm_fwd(net->gemm, s1, fork ? P.ws[1] : P.ws[0], op, Bh, L.h1, L.D, fh_byte_ptr(x, net->pair_off, op),
-                       net->pair_ld, fh_byte_ptr(S, L.W1, op), fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS,
-                       fh_byte_ptr(P.a1, (int64_t)Bh * L.h1, op), op, L.h1, m1));
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, L.D, x, net->pair_ld, net->w1rot,
-                       fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m0));
-    if (fork) {
-      FH_CUDA_TRY(cudaEventRecord(P.join[1], s1));
-      FH_CUDA_TRY(cudaStreamWaitEvent(P.s, P.join[1], 0));
-    }
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, x, pl.P, net->w1s, fh_byte_ptr(S, L.b1, op),
+                       FH_EPI_RELU_BIAS, P.a1, op, L.h1, m0));
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, fh_byte_ptr(x, pl.mkt, op), pl.P, net->w1n,
+                       fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, fh_byte_ptr(P.a1, (int64_t)Bh * L.h1, op), op, L.h1,
+                       m1));
   } else {
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
@@ -532,15 +536,15 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
                                               rmk ? net->mask1.bits : nullptr, net->mask1.ld));
-  const bool pair = net->pair_ld > 0;
+  const bool pair = net->pair;
   if (pair || (net->dw1_split && !fused && fs != P.s)) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
      * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
-     * Paired layout: the s rows of the blocks, account first (always these two GEMMs) */
+     * Paired layout: the s runs of the blocks (account at 0, market at mkt; always these two GEMMs) */
     const int mk = L.D - FH_ENV_ACCOUNT;
-    const int ldx = pair ? net->pair_ld : L.D;
+    const int ldx = pair ? net->pair_l.P : L.D;
     const void* xa = pair ? P.x : fh_byte_ptr(P.x, mk, op);
-    const void* xm = pair ? fh_byte_ptr(P.x, FH_ENV_ACCOUNT, op) : P.x;
+    const void* xm = pair ? fh_byte_ptr(P.x, net->pair_l.mkt, op) : P.x;
     FH_TRY(fh_gemm_dw(net->gemm, fs, fs != P.s ? P.ws[1] : P.ws[0], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, xa,
                       ldx, G + L.W1 + mk, nullptr, L.D));
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D));
@@ -713,7 +717,7 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_recor
   const int64_t n = net->L.total;
   if (recorded) *recorded = false;
   if (net->knockout & FH_KO_OPTIM) return fh_launch_step_bump(net->step, s);  /* the step counter still moves */
-  const fh_w1_rot rot = fh_net_w1_rot(net);
+  const fh_w1_pair w1p = fh_net_w1_pair(net);
   if (!net->optim_chain) {
     if (recorded) *recorded = rec != nullptr;
     /* grad norm + clip, Adam, step bump and target update in two launches (bit for bit the chain below) */
@@ -723,7 +727,7 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_recor
                                                static_cast<fh_bf16*>(net->target_sh), net->red_part, net->gnorm,
                                                net->gscale, net->step, net->opt_ticket, cfg.grad_clip, cfg.lr,
                                                cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.target_update_every,
-                                               cfg.tau, s, rec, &rot);
+                                               cfg.tau, s, rec, &w1p);
     return fh_launch_optimise_fused<float>(n, net->online, nullptr, net->grad, net->adam_m, net->adam_v, net->target,
                                            nullptr, net->red_part, net->gnorm, net->gscale, net->step, net->opt_ticket,
                                            cfg.grad_clip, cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps,
@@ -734,7 +738,7 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_recor
     FH_TRY(fh_launch_adam<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad, net->adam_m,
                                    net->adam_v, net->gscale, net->step, cfg.lr, cfg.adam_beta1, cfg.adam_beta2,
                                    cfg.adam_eps, s));
-    FH_TRY(fh_launch_w1_rotate(static_cast<const fh_bf16*>(net->online_sh), rot, s));
+    FH_TRY(fh_launch_w1_pair(static_cast<const fh_bf16*>(net->online_sh), w1p, s));
     FH_TRY(fh_launch_target_update<fh_bf16>(n, net->online, net->target, static_cast<fh_bf16*>(net->target_sh),
                                             net->step, cfg.target_update_every, cfg.tau, s));
   } else {

@@ -107,13 +107,14 @@ struct fh_net {
   const fh_target_cache* tcache;
   const int32_t* tc_rows;
   unsigned knockout;            /* FH_PROFILE_KNOCKOUT: parts of the train step left out (measurement only) */
-  /* the paired batch layout (replay.h, fh_pair_block): while the trainer launches a train step with it, pair_ld is
-   * the block stride P and pair_off the offset of s' in a block (pass 0's x holds B blocks, not 2B rows; 0: the
-   * usual layout). Layer 1 of the s rows multiplies w1rot, W1 of the online shadow with its columns rotated
-   * (account first, fh_w1_rot), kept equal to the shadow by the optimiser and fh_net_sync_shadows (bf16 mode) */
-  int32_t pair_ld, pair_off;
-  fh_bf16* w1rot;
-  int pair_fork;                /* FH_PAIR_FORK=1 (A/B): the s' rows' layer-1 GEMM on head stream 1 beside the s rows' */
+  /* the paired batch layout (fh_pair_layout, net_kernels.cuh): while the trainer launches a train step with it, pair
+   * is set (pass 0's x then holds B blocks of pair_l.P elements, not 2B rows; else the usual layout). Layer 1 of the s
+   * and s' runs multiplies w1s and w1n (fh_w1_pair), W1 of the online shadow placed to match, kept equal to the shadow
+   * by the optimiser and fh_net_sync_shadows; allocated in bf16 mode when the trainer asks (fh_net_pair_setup) */
+  bool pair;
+  fh_pair_layout pair_l;
+  fh_bf16* w1s;
+  fh_bf16* w1n;
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */
@@ -162,6 +163,10 @@ void fh_net_destroy(fh_net* net);  /* idempotent */
 
 /* Bytes per batch row the buffers take (for the auto batch sizer). */
 int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim);
+
+/* The placed copies of W1 for the paired layout l (bf16 mode; zeros but where W1 goes, then filled from the shadow).
+ * Synchronous; not capturable. */
+fh_status fh_net_pair_setup(fh_net* net, const fh_pair_layout& l);
 
 /* Rewrite the op-dtype shadows from the fp32 masters (after set_params / checkpoint load). */
 fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);

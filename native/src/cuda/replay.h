@@ -124,15 +124,14 @@ fh_status fh_launch_replay_gather(const fh_cuda_replay& r, const fh_cuda_market&
                                   const fh_cuda_batch& b, int32_t B, fh_dtype dtype, void* obs, void* next_obs,
                                   int32_t ld, cudaStream_t s);
 
-/* The paired layout of a bf16 batch (kernels/collect.cu, replay_gather_pair): per sample one block of
- * fh_pair_block(W, F, n) = 8 + (W + n) F + 8 elements holding s (columns rotated: account first) at offset 0 and s'
- * (the usual order) at fh_pair_next(F, n) = 8 + n F, both D = W F + 8 long; the blocks of the batch at stride P.
- * Also act, ret, disc, nbar, nslot as fh_launch_replay_gather. Needs F % 8 == 0, the market's bf16 features and a
+/* The paired layout of a bf16 batch (fh_pair_layout, kernels/net_kernels.cuh; kernels/collect.cu replay_gather_pair):
+ * blk holds B blocks of l.P elements, in which s and s' share their market rows. Also act, ret, disc, nbar, nslot as
+ * fh_launch_replay_gather. Needs F % 8 == 0, the market's bf16 features, l == fh_pair_make(window, F, n_step) and a
  * 16-byte aligned blk. One warp per sample. */
-inline int32_t fh_pair_block(int32_t window, int32_t F, int32_t n_step) { return 16 + (window + n_step) * F; }
-inline int32_t fh_pair_next(int32_t F, int32_t n_step) { return 8 + n_step * F; }
+struct fh_pair_layout;
 fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
-                                       const fh_cuda_batch& b, int32_t B, void* blk, int32_t P, cudaStream_t s);
+                                       const fh_cuda_batch& b, int32_t B, void* blk, const fh_pair_layout& l,
+                                       cudaStream_t s);
 
 /* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
  * the max (deterministic); *max_priority = max(*max_priority, new); then the partial rebuild (the

@@ -113,10 +113,10 @@ struct fh_trainer {
   fh_target_p1 tp1{};            /* the target's first-layer table (net.h); tp1.why says why it is off */
   fh_target_cache tcache{};      /* target(s') of every replay slot's state (net.h); tcache.why says why it is off */
   /* the paired batch layout (FH_PAIRED=0 off; bf16 mode with the target cache, so that nothing but the online
-   * forward reads s'): s and s' of a sample share their market rows in one block of pair_ld elements (replay.h,
-   * fh_pair_block), half the bytes the replay gather writes and layer 1 reads */
+   * forward reads s'): s and s' of a sample share their market rows in one block (fh_pair_layout, net_kernels.cuh),
+   * about half the bytes the replay gather writes and layer 1 reads */
   bool pair = false;
-  int32_t pair_ld = 0, pair_off = 0;
+  fh_pair_layout pair_l{};
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -282,7 +282,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
                                 c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
-  if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, t->pair_ld, s);
+  if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, t->pair_l, s);
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
                                  s);
 }
@@ -360,13 +360,12 @@ static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
   t->net.pass[0].x = t->xs[set];
   t->net.tp1_bars = t->tp1.on ? t->bb[set].nbar : nullptr;
   t->net.tc_rows = t->tcache.on ? t->bb[set].nslot : nullptr;
-  t->net.pair_ld = t->pair ? t->pair_ld : 0;
-  t->net.pair_off = t->pair ? t->pair_off : 0;
+  t->net.pair = t->pair;
   const fh_status st = launch_train_step_body(t, flags);
   t->net.pass[0].x = t->xs[0];
   t->net.tp1_bars = nullptr;
   t->net.tc_rows = nullptr;
-  t->net.pair_ld = t->net.pair_off = 0;
+  t->net.pair = false;
   return st;
 }
 
@@ -564,10 +563,9 @@ static fh_status warm_up(fh_trainer* t) {
   }
   TR_TRY(t, st, "warm-up train shapes");
   if (t->pair) { /* the paired layout's layer-1 shapes (B/2 blocks of the zeroed input) */
-    net->pair_ld = t->pair_ld;
-    net->pair_off = t->pair_off;
+    net->pair = true;
     st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
-    net->pair_ld = net->pair_off = 0;
+    net->pair = false;
     TR_TRY(t, st, "warm-up train shapes (paired layout)");
   }
   TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
@@ -632,13 +630,12 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   }
   {
     const int32_t F = t->hm.m.n_features;
-    const bool shapes = t->net.op == FH_BF16 && t->dm.features_bf16 && F % 8 == 0 && !t->net.fused && !t->net.mma &&
-                        t->obs_dim == c.window * F + FH_ENV_ACCOUNT && t->net.w1rot;
-    t->pair = shapes && t->tcache.on && !t->target_prefetch && !fh_env_is("FH_PAIRED", "0");
-    t->pair_ld = fh_pair_block(c.window, F, c.n_step);
-    t->pair_off = fh_pair_next(F, c.n_step);
-    /* a batch's blocks fit in the buffers of its 2B rows: P < 2 D */
-    if (t->pair && t->pair_ld > 2 * t->obs_dim) t->pair = false;
+    t->pair_l = fh_pair_make(c.window, F, c.n_step);
+    /* worth it when a block is shorter than the two rows it replaces */
+    t->pair = t->net.op == FH_BF16 && t->dm.features_bf16 && F % 8 == 0 && !t->net.fused && !t->net.mma &&
+              t->obs_dim == c.window * F + FH_ENV_ACCOUNT && t->tcache.on && !t->target_prefetch &&
+              t->pair_l.P < 2 * t->obs_dim && !fh_env_is("FH_PAIRED", "0");
+    if (t->pair) TR_TRY(t, fh_net_pair_setup(&t->net, t->pair_l), "paired batch layout (W1 copies)");
   }
   if (t->prefetch) {
     TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
@@ -646,13 +643,14 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     const size_t xb = (size_t)2 * t->batch * t->obs_dim * fh_dtype_size(t->net.op);
     TR_CUDA(t, cudaMalloc(&t->xs[1], xb), "batch input allocation");
     TR_CUDA(t, cudaMemset(t->xs[1], 0, xb), "batch input allocation");
-    /* the side stream's kernels get the device's highest priority, so that the block scheduler starts
-     * them between the backward GEMMs' waves; the graphs keep it per node
-     * (cudaGraphInstantiateFlagUseNodePriority) */
+    /* the side stream's kernels get the device's lowest priority, below the train step's streams (net.cu): the
+     * block scheduler starts them where the backward leaves room, and the step's own kernels never wait behind the
+     * replay's; the graphs keep it per node (cudaGraphInstantiateFlagUseNodePriority). FH_SIDE_PRIORITY=high: the
+     * highest instead (as before; A/B) */
     int least = 0, greatest = 0;
     TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
-    const char* sp = getenv("FH_SIDE_PRIORITY");  /* "0": the default priority (A/B) */
-    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking, sp && sp[0] == '0' ? least : greatest),
+    TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_side, cudaStreamNonBlocking,
+                                            fh_env_is("FH_SIDE_PRIORITY", "high") ? greatest : least),
             "stream creation");
     const char* ss = getenv("FH_STEP_SNAPSHOT");
     if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
@@ -1423,10 +1421,12 @@ done:
 
 /* The paired batch layout checked in place, on batch set 0's slots (the last even train step's batch): the usual
  * gather and the paired one into buffers of their own, compared bit for bit. out[0] = 1 when the trainer trains with
- * the paired layout; out[1] = samples; out[2] = s rows that differ (the block's run [0, D) against the row, columns
- * rotated); out[3] = s' rows that differ among the samples with disc != 0; out[4] = samples with disc == 0 (their
- * s' run is not the stored state: the loss reads nothing of it); out[5] = elements of the rotated W1 that differ
- * from the online shadow's W1. Needs the market's bf16 features and F % 8 == 0 (else FH_ERR_UNSUPPORTED). */
+ * the paired layout; out[1] = samples; out[2] = s runs that differ from the usual s row (account at 0, zeros, market
+ * at mkt); out[3] = s' runs that differ (the first nF columns aside, then the usual s' row, then zeros) among the
+ * samples with disc != 0; out[4] = samples with disc == 0 (their s' run is not the stored state: the loss reads
+ * nothing of it); out[5] = elements of W1's placed copies (w1s, w1n) that differ from the online shadow's W1 or are
+ * not zero where W1 does not go (0 with the layout off: none). Needs bf16 mode, the market's bf16 features and
+ * F % 8 == 0 (else FH_ERR_UNSUPPORTED). */
 extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* out) {
   if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(set_device(t));
@@ -1436,11 +1436,12 @@ extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* o
     return fail(t, FH_ERR_UNSUPPORTED, "pair gather check: needs bf16 mode, the bf16 features and F %% 8 == 0");
   FH_TRY(settle_ahead(t)); /* the replay as the last epoch left it */
   out[0] = t->pair ? 1.0 : 0.0;
-  const int32_t P = fh_pair_block(W, F, t->cfg.n_step), off = fh_pair_next(F, t->cfg.n_step);
+  const fh_pair_layout pl = fh_pair_make(W, F, t->cfg.n_step);
   const fh_layout& L = t->net.L;
   cudaStream_t st = train_stream(t);
   fh_bf16 *xa = nullptr, *xb = nullptr;
-  std::vector<uint16_t> ha((size_t)2 * B * D), hb((size_t)B * P), w((size_t)L.total), r((size_t)L.h1 * D);
+  std::vector<uint16_t> ha((size_t)2 * B * D), hb((size_t)B * pl.P), w((size_t)L.total);
+  std::vector<uint16_t> ws((size_t)L.h1 * pl.K), wn(ws.size());
   std::vector<float> disc((size_t)B);
   TR_CUDA(t, cudaDeviceSynchronize(), "pair gather check");
   cudaError_t e = cudaMalloc((void**)&xa, ha.size() * 2);
@@ -1448,7 +1449,7 @@ extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* o
   fh_status s = e == cudaSuccess ? FH_OK : fail_dev(t, fh_cuda_status(e), "pair gather check");
   if (s == FH_OK)
     s = fh_launch_replay_gather(t->replay, t->dm, W, t->bb[0], B, FH_BF16, xa, xa + (size_t)B * D, D, st);
-  if (s == FH_OK) s = fh_launch_replay_gather_pair(t->replay, t->dm, W, t->bb[0], B, xb, P, st);
+  if (s == FH_OK) s = fh_launch_replay_gather_pair(t->replay, t->dm, W, t->bb[0], B, xb, pl, st);
   if (s != FH_OK && e == cudaSuccess) s = fail(t, s, "pair gather check: %s", fh_cuda_last_error_text());
   if (s == FH_OK) {
     e = cudaStreamSynchronize(st);
@@ -1456,28 +1457,40 @@ extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* o
     if (e == cudaSuccess) e = cudaMemcpy(hb.data(), xb, hb.size() * 2, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess) e = cudaMemcpy(disc.data(), t->bb[0].disc, disc.size() * 4, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess) e = cudaMemcpy(w.data(), t->net.online_sh, w.size() * 2, cudaMemcpyDeviceToHost);
-    if (e == cudaSuccess) e = cudaMemcpy(r.data(), t->net.w1rot, r.size() * 2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && t->net.w1s) e = cudaMemcpy(ws.data(), t->net.w1s, ws.size() * 2, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess && t->net.w1n) e = cudaMemcpy(wn.data(), t->net.w1n, wn.size() * 2, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) s = fail_dev(t, fh_cuda_status(e), "pair gather check");
   }
   if (s == FH_OK) {
-    const int32_t mk = D - FH_ENV_ACCOUNT;
+    const int32_t WF = pl.WF;
+    const std::vector<uint16_t> zeros((size_t)pl.P, 0);
     out[1] = B;
     for (int32_t j = 0; j < B; ++j) {
       const uint16_t* xs_ = &ha[(size_t)j * D];
       const uint16_t* xn_ = &ha[((size_t)B + j) * D];
-      const uint16_t* blk = &hb[(size_t)j * P];
-      const bool s_same = memcmp(blk, xs_ + mk, FH_ENV_ACCOUNT * 2) == 0 && memcmp(blk + FH_ENV_ACCOUNT, xs_, mk * 2) == 0;
+      const uint16_t* blk = &hb[(size_t)j * pl.P];
+      const bool s_same = memcmp(blk, xs_ + WF, FH_ENV_ACCOUNT * 2) == 0 &&
+                          memcmp(blk + FH_ENV_ACCOUNT, zeros.data(), (size_t)(pl.mkt - FH_ENV_ACCOUNT) * 2) == 0 &&
+                          memcmp(blk + pl.mkt, xs_, (size_t)WF * 2) == 0;
       out[2] += s_same ? 0.0 : 1.0;
+      const uint16_t* run = blk + pl.mkt + pl.nF; /* the usual s' row, then zeros to the run's end */
+      const bool n_same = memcmp(run, xn_, (size_t)D * 2) == 0 &&
+                          memcmp(run + D, zeros.data(), (size_t)(pl.K - pl.nF - D) * 2) == 0;
       if (disc[j] == 0.0f)
         out[4] += 1.0;
       else
-        out[3] += memcmp(blk + off, xn_, (size_t)D * 2) == 0 ? 0.0 : 1.0;
+        out[3] += n_same ? 0.0 : 1.0;
     }
-    for (int32_t row = 0; row < L.h1; ++row)
-      for (int32_t c = 0; c < D; ++c) {
-        const int32_t c2 = c < mk ? c + FH_ENV_ACCOUNT : c - mk;
-        out[5] += w[(size_t)L.W1 + (size_t)row * D + c] == r[(size_t)row * D + c2] ? 0.0 : 1.0;
-      }
+    if (t->net.w1s)
+      for (int32_t row = 0; row < L.h1; ++row)
+        for (int32_t c = 0; c < pl.K; ++c) {
+          /* the canonical column that goes to w1s / w1n column c, or -1 */
+          const int32_t cs = c < FH_ENV_ACCOUNT ? WF + c : c >= pl.mkt ? c - pl.mkt : -1;
+          const int32_t cn = c >= pl.nF && c < pl.nF + D ? c - pl.nF : -1;
+          const uint16_t es = cs >= 0 ? w[(size_t)L.W1 + (size_t)row * D + cs] : 0;
+          const uint16_t en = cn >= 0 ? w[(size_t)L.W1 + (size_t)row * D + cn] : 0;
+          out[5] += (ws[(size_t)row * pl.K + c] == es ? 0.0 : 1.0) + (wn[(size_t)row * pl.K + c] == en ? 0.0 : 1.0);
+        }
   }
   if (xa) cudaFree(xa);
   if (xb) cudaFree(xb);
