@@ -8,6 +8,8 @@
  *                                                mark to close[t+1], reward, advance, done
  *   fh_env_flatten(m, p, s, r)                   exit at close[t] (session break / end of eval segment)
  *   fh_env_account(m, p, s, out[8])              the 8 account features of the observation
+ *   fh_env_step_to(mk, p, s, target, a2, r)      fh_env_step with the decoded target; with
+ *   fh_env_flatten_at, fh_env_account_at         any market accessor mk (fh_market_arrays: the view's arrays)
  *   fh_env_observe(m, p, s, out[D])              W feature rows t-W+1..t (oldest first) + account
  *   fh_epsilon(...), fh_explore_action(...)      the epsilon schedule and epsilon-greedy per branch
  *
@@ -48,6 +50,21 @@ struct fh_market_view {
   int64_t n_bars;
   int32_t n_features;           /* F */
   int64_t train_begin, train_end; /* [begin, end) of episode starts and dones */
+};
+
+/* How the step functions read the market: fh_env_step / fh_env_flatten / fh_env_account read the arrays
+ * of a view through this accessor; their templated forms (*_to, *_at) take any type with the same
+ * members, e.g. the fused evaluation's bars t and t+1 loaded ahead (kernels/eval_device.cuh), so that
+ * every caller runs the one copy of the arithmetic below on the same inputs. */
+struct fh_market_arrays {
+  const fh_market_view& m;
+  FH_HD double close(int64_t i) const { return m.close[i]; }
+  FH_HD double open(int64_t i) const { return m.open[i]; }
+  FH_HD double high(int64_t i) const { return m.high[i]; }
+  FH_HD double low(int64_t i) const { return m.low[i]; }
+  FH_HD double atr(int64_t i) const { return m.atr[i]; }
+  FH_HD uint8_t session_start(int64_t i) const { return m.session_start[i]; }
+  FH_HD int64_t train_end() const { return m.train_end; }
 };
 
 /* Env constants, resolved from fh_config (reward_scale already resolved, never 0). */
@@ -153,12 +170,13 @@ FH_HD void fh_env_close_trade(fh_env_state& s, fh_step_result& r) {
 /* Exit the whole position at close[t] -/+ slippage (no mark: the position is already marked to
  * close[t]). Adds the cost to r and subtracts it from r.pnl. Used at session breaks and at the end of
  * an evaluation segment. */
-FH_HD void fh_env_flatten(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, fh_step_result& r) {
+template <class MK>
+FH_HD void fh_env_flatten_at(const MK& m, const fh_env_params& p, fh_env_state& s, fh_step_result& r) {
   if (s.pos == 0) return;
   const double slip = p.slippage_ticks * p.tick_size;
   const double pv = p.point_value;
   const int32_t q = fh_abs_i(s.pos);
-  const double c = m.close[s.t];
+  const double c = m.close(s.t);
   const double exit_px = s.pos > 0 ? c - slip : c + slip;
   const double cost = p.commission * q + slip * q * pv;
   s.realised += (exit_px - s.avg_entry) * q * fh_sign_i(s.pos) * pv;
@@ -173,22 +191,28 @@ FH_HD void fh_env_flatten(const fh_market_view& m, const fh_env_params& p, fh_en
   s.bars_held = 0;
 }
 
+FH_HD void fh_env_flatten(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, fh_step_result& r) {
+  fh_env_flatten_at(fh_market_arrays{m}, p, s, r);
+}
+
 /* One step of one env from cursor t to t+1 with action (a0, a1, a2). Requires t+1 < n_bars.
- * Advances t and k, books equity, sets r.done = (k == T) || (t+1 >= train_end). Does not reset. */
-FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, int32_t a0, int32_t a1,
-                       int32_t a2, fh_step_result& r) {
+ * Advances t and k, books equity, sets r.done = (k == T) || (t+1 >= train_end). Does not reset.
+ * fh_env_step_to: the same with the decoded target (the action matters only through (target, a2)),
+ * reading bars t and t+1 only. */
+template <class MK>
+FH_HD void fh_env_step_to(const MK& m, const fh_env_params& p, fh_env_state& s, int32_t target, int32_t a2,
+                          fh_step_result& r) {
   fh_step_result_clear(r);
   const double slip = p.slippage_ticks * p.tick_size;
   const double pv = p.point_value;
   const int64_t t = s.t;
-  const double c = m.close[t];
-  const double o = m.open[t + 1];
-  const int32_t target = fh_env_target(p, a0, a1);
-  const double dist = a2 > 0 ? (double)a2 * p.stop_atr_mult * m.atr[t] : 0.0;
+  const double c = m.close(t);
+  const double o = m.open(t + 1);
+  const double dist = a2 > 0 ? (double)a2 * p.stop_atr_mult * m.atr(t) : 0.0;
   int32_t opened = 0; /* a new trade started at this fill */
 
   /* 1. session break: flatten at close[t] before the gap */
-  if (m.session_start[t + 1] == 1 && p.flatten_at_session_break && s.pos != 0) fh_env_flatten(m, p, s, r);
+  if (m.session_start(t + 1) == 1 && p.flatten_at_session_break && s.pos != 0) fh_env_flatten_at(m, p, s, r);
 
   /* 2. gap mark of what is still held, then the fill at open[t+1] */
   const double gap = (double)s.pos * (o - c) * pv;
@@ -235,7 +259,7 @@ FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_s
   s.has_stop = 0;
   if (s.pos != 0 && a2 > 0 && dist > 0.0) {
     const double level = s.pos > 0 ? o - dist : o + dist;
-    const int32_t hit = s.pos > 0 ? (m.low[t + 1] <= level) : (m.high[t + 1] >= level);
+    const int32_t hit = s.pos > 0 ? (m.low(t + 1) <= level) : (m.high(t + 1) >= level);
     if (hit) {
       const int32_t q = fh_abs_i(s.pos);
       const double exit_px = s.pos > 0 ? level - slip : level + slip;
@@ -250,7 +274,7 @@ FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_s
       s.pos = 0;
       s.avg_entry = 0.0;
     } else {
-      const double bar = (double)s.pos * (m.close[t + 1] - o) * pv;
+      const double bar = (double)s.pos * (m.close(t + 1) - o) * pv;
       r.pnl += bar;
       s.trade_pnl += bar;
       s.has_stop = 1;
@@ -258,7 +282,7 @@ FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_s
       s.stop_dist = dist;
     }
   } else {
-    const double bar = (double)s.pos * (m.close[t + 1] - o) * pv;
+    const double bar = (double)s.pos * (m.close(t + 1) - o) * pv;
     r.pnl += bar;
     s.trade_pnl += bar;
   }
@@ -273,20 +297,30 @@ FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_s
   s.t = t + 1;
   s.k += 1;
   s.equity += r.pnl;
-  r.done = (s.k == p.episode_len) || (s.t + 1 >= m.train_end);
+  r.done = (s.k == p.episode_len) || (s.t + 1 >= m.train_end());
+}
+
+FH_HD void fh_env_step(const fh_market_view& m, const fh_env_params& p, fh_env_state& s, int32_t a0, int32_t a1,
+                       int32_t a2, fh_step_result& r) {
+  fh_env_step_to(fh_market_arrays{m}, p, s, fh_env_target(p, a0, a1), a2, r);
 }
 
 /* The 8 account features of state s (DESIGN §4 order). */
-FH_HD void fh_env_account(const fh_market_view& m, const fh_env_params& p, const fh_env_state& s, float* out) {
-  const double unreal = (double)s.pos * (m.close[s.t] - s.avg_entry) * p.point_value;
+template <class MK>
+FH_HD void fh_env_account_at(const MK& m, const fh_env_params& p, const fh_env_state& s, float* out) {
+  const double unreal = (double)s.pos * (m.close(s.t) - s.avg_entry) * p.point_value;
   out[0] = (float)((double)s.pos / p.max_contracts);
   out[1] = (float)fh_clamp_d(unreal / p.reward_scale, -10.0, 10.0);
   out[2] = (float)((double)s.bars_held / p.episode_len);
-  out[3] = s.has_stop ? (float)(s.stop_dist / m.atr[s.t]) : 0.0f;
+  out[3] = s.has_stop ? (float)(s.stop_dist / m.atr(s.t)) : 0.0f;
   out[4] = s.has_stop ? 1.0f : 0.0f;
   out[5] = (float)((double)s.k / p.episode_len);
   out[6] = (float)fh_sign_i(s.pos);
   out[7] = (float)fh_clamp_d(s.realised / p.reward_scale, -10.0, 10.0);
+}
+
+FH_HD void fh_env_account(const fh_market_view& m, const fh_env_params& p, const fh_env_state& s, float* out) {
+  fh_env_account_at(fh_market_arrays{m}, p, s, out);
 }
 
 /* Observation of length W*F + 8 from a bar cursor and stored account features (replay and live). */

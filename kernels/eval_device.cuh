@@ -62,17 +62,71 @@ __device__ __forceinline__ fh_eval_rec fh_eval_record(const fh_step_result& r) {
   return x;
 }
 
+/* No episodes in evaluation: when k reaches T, k, realised and equity restart at 0 (after the booking). */
+__device__ __forceinline__ void fh_eval_restart(const fh_env_params& p, fh_env_state& s) {
+  if (s.k == p.episode_len) {
+    s.k = 0;
+    s.realised = 0.0;
+    s.equity = 0.0;
+  }
+}
+
 /* Step i of segment k (caller checks i < e-b-1) with the given action; books bar t+1. */
 __device__ __forceinline__ void fh_eval_step_one(const fh_eval_args& a, fh_env_state& s, int32_t a0, int32_t a1,
                                                  int32_t a2) {
   fh_step_result r;
   fh_env_step(a.m, a.p, s, a0, a1, a2, r);
   a.bar_rec[s.t - a.val_begin] = fh_eval_record(r);
-  if (s.k == a.p.episode_len) { /* no episodes in evaluation */
-    s.k = 0;
-    s.realised = 0.0;
-    s.equity = 0.0;
-  }
+  fh_eval_restart(a.p, s);
+}
+
+/* Bars t and t+1 of the market held in registers, an env.cuh market accessor (as fh_market_arrays): a
+ * step at cursor t and the account after it read only these two bars. The fused evaluation loads them
+ * in one round of independent loads ahead of the step, instead of the step's chain of dependent loads
+ * from global memory (the last ones behind the stop test); the step is then the same code on the same
+ * values. Only indices t and t+1 are held (any other reads bar t+1). */
+struct fh_eval_bars {
+  int64_t t, end;
+  double c0, c1, o0, o1, h0, h1, l0, l1, a0, a1;
+  uint8_t s0, s1;
+  __device__ __forceinline__ double close(int64_t i) const { return i == t ? c0 : c1; }
+  __device__ __forceinline__ double open(int64_t i) const { return i == t ? o0 : o1; }
+  __device__ __forceinline__ double high(int64_t i) const { return i == t ? h0 : h1; }
+  __device__ __forceinline__ double low(int64_t i) const { return i == t ? l0 : l1; }
+  __device__ __forceinline__ double atr(int64_t i) const { return i == t ? a0 : a1; }
+  __device__ __forceinline__ uint8_t session_start(int64_t i) const { return i == t ? s0 : s1; }
+  __device__ __forceinline__ int64_t train_end() const { return end; }
+};
+
+/* Requires t + 1 < n_bars (a step at cursor t). */
+__device__ __forceinline__ fh_eval_bars fh_eval_load_bars(const fh_market_view& m, int64_t t) {
+  fh_eval_bars b;
+  b.t = t;
+  b.end = m.train_end;
+  b.c0 = m.close[t];
+  b.c1 = m.close[t + 1];
+  b.o0 = m.open[t];
+  b.o1 = m.open[t + 1];
+  b.h0 = m.high[t];
+  b.h1 = m.high[t + 1];
+  b.l0 = m.low[t];
+  b.l1 = m.low[t + 1];
+  b.a0 = m.atr[t];
+  b.a1 = m.atr[t + 1];
+  b.s0 = m.session_start[t];
+  b.s1 = m.session_start[t + 1];
+  return b;
+}
+
+/* fh_eval_step_one for the decoded target on any market accessor, without the booking: the record goes
+ * to rec (the caller books it to bar s.t, the new cursor). The same arithmetic as fh_eval_step_one. */
+template <class MK>
+__device__ __forceinline__ void fh_eval_step_rec(const MK& mk, const fh_env_params& p, fh_env_state& s,
+                                                 int32_t target, int32_t a2, fh_eval_rec& rec) {
+  fh_step_result r;
+  fh_env_step_to(mk, p, s, target, a2, r);
+  rec = fh_eval_record(r);
+  fh_eval_restart(p, s);
 }
 
 __device__ __forceinline__ void fh_eval_finish_one(const fh_eval_args& a, fh_env_state& s, int32_t k) {

@@ -24,7 +24,12 @@
  *                                     memory of the block that owns the row (row j of the tile:
  *                                     block j % EF_C)
  *   D   per owned row: expected Q (fh_dev_expected_q_r of net_device.cuh), greedy argmax, env step
- *       and booking (eval_device.cuh), the new account features, stored into every block's tile
+ *       and booking (eval_device.cuh), the new account features, stored into every block's tile.
+ *       The env step is speculative (ef_speculate, P.spec): beside the expected Q, idle warps step
+ *       each owned row with every class of actions (the step depends on the action only through
+ *       (target, stop)) on bars t and t+1 loaded up front, and the greedy class is then only copied
+ *       (ef_commit); FH_EVAL_PRELOAD=0 (read per launch): one thread per row steps after the
+ *       expected Q, reading the market from global memory, as before. The same bits either way.
  *
  * with a hardware cluster barrier after each phase (4 per step). Every block keeps the bf16 weight
  * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
@@ -39,6 +44,7 @@
  * columns per block and layer, shared memory, cluster launch, the P1/Xval memory) and leaves the
  * fused path off with the reason otherwise.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +69,7 @@ namespace cg = cooperative_groups;
 #define EF_MAXQ 64            /* expected-Q columns */
 #define EF_MAXN 8             /* actions per branch */
 #define EF_NPROF 10
+#define EF_MAXCLS 32          /* speculative step classes (target, stop) per row: one lane each */
 
 static_assert(FH_ENV_ACCOUNT == 8, "the first layer's account part is one m16n8k8 step");
 
@@ -114,7 +121,32 @@ struct ef_params {
   float v_min, v_max;
   float* q_log;
   unsigned long long* prof;  /* tests: NULL, or EF_NPROF counters (block 0's cycles per phase, see the kernel) */
+  /* the speculative env step (ef_speculate / ef_commit) */
+  int32_t spec_ok;           /* setup: the shapes allow it */
+  int32_t spec;              /* this launch: spec_ok and FH_EVAL_PRELOAD is not "0" */
+  int32_t n_cls;             /* classes: distinct targets x n_stop */
+  int32_t cls_tgt[EF_MAXCLS];        /* class c: target */
+  int8_t cls_a2[EF_MAXCLS];          /* ... and stop choice a2 */
+  int8_t cls_of[EF_MAXN * EF_MAXN];  /* (a0 * EF_MAXN + a1): class of (a0, a1, a2 = 0); class = that + a2 */
+  uint32_t spec_off;         /* ef_spec_area: aliases the partial tiles (free during phase D) */
 };
+
+/* One speculative step of an owned row: the state after it (and the restart), its record and the
+ * account features of that state (bf16, packed as the account tile). */
+struct ef_spec {
+  uint4 acc;
+  fh_env_state s;
+  fh_eval_rec rec;
+};
+static_assert(sizeof(fh_env_state) % 8 == 0 && sizeof(fh_eval_rec) % 8 == 0, "ef_commit copies 8-byte words");
+
+/* At P.spec_off: the greedy action of each owned row's branches (from the expected-Q warps), then the
+ * EF_OWN x n_cls slots. */
+struct ef_spec_area {
+  int32_t act[EF_OWN][4];
+  ef_spec slot[1]; /* [EF_OWN * n_cls] */
+};
+static_assert(FH_MAX_BRANCHES <= 4, "ef_spec_area.act");
 
 __device__ __forceinline__ uint32_t ef_lds32(const fh_bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
@@ -313,13 +345,29 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
   }
 }
 
+/* fh_eval_greedy's argmax of one branch (lowest index on ties) over the n (>= 1) values it would read
+ * back from shared memory: the same comparisons on the same floats. */
+template <int MAXN>
+__device__ __forceinline__ int32_t ef_argmax(const float* v, int n) {
+  int32_t best_a = 0;
+  float best = v[0];
+#pragma unroll
+  for (int a = 1; a < MAXN; ++a)
+    if (a < n && v[a] > best) {
+      best = v[a];
+      best_a = a;
+    }
+  return best_a;
+}
+
 /* Expected Q of every action of one branch of one row from its logits in shared memory (value row
  * vrow, advantage rows arow: n x atoms), one warp, the reductions of all actions side by side: the
  * math of fh_dev_expected_q_r (net_device.cuh) per action with fast exp / FMA / division (the fused path
- * agrees with the cuBLASLt loop to float rounding anyway, not bit for bit). Lane 0 writes q[a]. */
+ * agrees with the cuBLASLt loop to float rounding anyway, not bit for bit). Lane 0 writes q[a] (and, when
+ * amax is not NULL, the branch's greedy action). */
 template <int MAXN>
 __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow, int n, int atoms, float v_min,
-                                            float v_max, int lane, float* q, float* q_log) {
+                                            float v_max, int lane, float* q, float* q_log, int32_t* amax) {
   float x[MAXN][FH_ATOMS_PER_LANE];
 #pragma unroll
   for (int k = 0; k < FH_ATOMS_PER_LANE; ++k) {
@@ -341,13 +389,15 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
   if (atoms <= 1) {
 #pragma unroll
     for (int a = 0; a < MAXN; ++a) se[a] = __shfl_sync(0xffffffffu, x[a][0], 0);
-    if (lane == 0)
+    if (lane == 0) {
 #pragma unroll
       for (int a = 0; a < MAXN; ++a)
         if (a < n) {
           q[a] = se[a];
           if (q_log) q_log[a] = se[a];
         }
+      if (amax) *amax = ef_argmax<MAXN>(se, n);
+    }
     return;
   }
   float z[FH_ATOMS_PER_LANE];
@@ -371,17 +421,94 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
     sa[a] = fh_warp_sum(sa[a]);
     se[a] = fh_warp_sum(se[a]);
   }
-  if (lane == 0)
+  if (lane == 0) {
+    float qv[MAXN];
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
       if (a < n) {
-        q[a] = __fdividef(sa[a], se[a]);
-        if (q_log) q_log[a] = q[a];
+        qv[a] = __fdividef(sa[a], se[a]);
+        q[a] = qv[a];
+        if (q_log) q_log[a] = qv[a];
       }
+    if (amax) *amax = ef_argmax<MAXN>(qv, n);
+  }
+}
+
+__device__ __forceinline__ uint4 ef_pack_account(const float* f) {
+  uint4 v;
+  v.x = fh_pack_bf16x2(f[0], f[1]);
+  v.y = fh_pack_bf16x2(f[2], f[3]);
+  v.z = fh_pack_bf16x2(f[4], f[5]);
+  v.w = fh_pack_bf16x2(f[6], f[7]);
+  return v;
+}
+
+/* The speculative env step (P.spec), beside the expected Q: warp EF_OWN * nb + o (idle otherwise: the
+ * expected Q has EF_OWN * nb warp tasks) steps owned row o from its state with every class c of actions,
+ * lane c: the step depends on the action only through (target, a2), so the classes are the distinct
+ * targets of (a0, a1) times the n_stop stop choices (9 at the reference). The lanes share one round of
+ * loads of bars t and t+1 (fh_eval_bars) instead of the step's chain of dependent global loads, run
+ * fh_eval_step_one's arithmetic (fh_eval_step_rec) and the account features, and leave state, record
+ * and packed account in slot c; nothing global is written (ef_commit books the greedy class). A row that
+ * does not step this time (its segment has ended) gets the account of its unchanged state in slot 0. */
+__device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsigned char* sm) {
+  const int lane = threadIdx.x & 31, o = (threadIdx.x >> 5) - EF_OWN * P.nb;
+  if (o < 0 || o >= EF_OWN) return;
+  const int j = rank + EF_C * o;
+  if (m * EF_MT + j >= P.S) return;
+  const fh_eval_args& a = P.ea;
+  const fh_env_state s0 = reinterpret_cast<const fh_env_state*>(sm + P.st_off)[o];
+  const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
+  ef_spec* slot = reinterpret_cast<ef_spec_area*>(sm + P.spec_off)->slot + o * P.n_cls;
+  float f[FH_ENV_ACCOUNT];
+  if (step < sseg[2 * j + 1] - 1) {
+    const fh_eval_bars bars = fh_eval_load_bars(a.m, s0.t);
+    if (lane < P.n_cls) {
+      fh_env_state s = s0;
+      fh_eval_rec rec;
+      fh_eval_step_rec(bars, a.p, s, P.cls_tgt[lane], P.cls_a2[lane], rec);
+      fh_env_account_at(bars, a.p, s, f);
+      slot[lane].acc = ef_pack_account(f);
+      slot[lane].s = s;
+      slot[lane].rec = rec;
+    }
+  } else if (lane == 0) {
+    fh_env_account(a.m, a.p, s0, f);
+    slot[0].acc = ef_pack_account(f);
+  }
+}
+
+/* Phase D's booking with P.spec (after the block barrier): warp o books owned row o's greedy step from
+ * its slot: the class of the greedy actions (ef_branch_q's argmax per branch), then lanes copy the state
+ * (8-byte words), store the record to bar t+1 and the account features into block `lane`'s tile. */
+__device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl) {
+  constexpr int NS = (int)sizeof(fh_env_state) / 8, NR = (int)sizeof(fh_eval_rec) / 8;
+  static_assert(EF_C + NS + NR <= 32, "one warp copies a slot");
+  const int lane = threadIdx.x & 31, o = threadIdx.x >> 5;
+  if (o >= EF_OWN) return;
+  const int j = rank + EF_C * o;
+  if (m * EF_MT + j >= P.S) return;
+  const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
+  const ef_spec_area* ar = reinterpret_cast<const ef_spec_area*>(sm + P.spec_off);
+  const bool stepped = step < sseg[2 * j + 1] - 1;
+  int c = 0;
+  if (stepped) c = P.cls_of[ar->act[o][0] * EF_MAXN + ar->act[o][1]] + ar->act[o][2];
+  const ef_spec& sp = ar->slot[o * P.n_cls + c];
+  if (lane < EF_C) {
+    fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
+    *reinterpret_cast<uint4*>(cl.map_shared_rank(local, lane)) = sp.acc;
+  } else if (stepped && lane < EF_C + NS) {
+    fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off) + o;
+    reinterpret_cast<uint64_t*>(st)[lane - EF_C] = reinterpret_cast<const uint64_t*>(&sp.s)[lane - EF_C];
+  } else if (stepped && lane < EF_C + NS + NR) {
+    fh_eval_rec* dst = P.ea.bar_rec + (sp.s.t - P.ea.val_begin);
+    reinterpret_cast<uint64_t*>(dst)[lane - EF_C - NS] = reinterpret_cast<const uint64_t*>(&sp.rec)[lane - EF_C - NS];
+  }
 }
 
 /* Phase D for this block's rows of tile m: expected Q, greedy step `step` (step < 0: none, the
- * prologue), and the new account features into every block's account tile. */
+ * prologue), and the new account features into every block's account tile. P.spec: the step is
+ * ef_speculate's beside the expected Q and ef_commit's copy; else one thread per row steps after it. */
 __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl,
                         long long* q_cycles) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -390,21 +517,31 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
   float* sq = reinterpret_cast<float*>(sm + P.q_off);
   fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off);
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
+  const bool spec = P.spec && step >= 0;
   if (step >= 0) {
     long long t0 = P.prof && blockIdx.x == 0 && tid == 0 ? clock64() : 0;
+    ef_spec_area* ar = reinterpret_cast<ef_spec_area*>(sm + P.spec_off);
     for (int task = warp; task < EF_OWN * P.nb; task += EF_WARPS) {
       const int o = task / P.nb, d = task % P.nb, j = rank + EF_C * o, r = m * EF_MT + j;
       if (r >= P.S) continue;
       const float* srow = logits + o * P.lot;
       const int q0 = P.qa.q_off[d];
       float* ql = P.q_log ? P.q_log + ((int64_t)step * P.S + r) * P.nq + q0 : nullptr;
+      int32_t* amax = spec ? &ar->act[o][d] : nullptr;
       if (P.maxn <= 4)
-        ef_branch_q<4>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql);
+        ef_branch_q<4>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql,
+                       amax);
       else
-        ef_branch_q<EF_MAXN>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql);
+        ef_branch_q<EF_MAXN>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0,
+                             ql, amax);
     }
+    if (spec) ef_speculate(P, m, rank, step, sm);
     __syncthreads();
     if (t0) *q_cycles += clock64() - t0;
+  }
+  if (spec) {
+    ef_commit(P, m, rank, step, sm, cl);
+    return;
   }
   if (lane == 0 && warp < EF_OWN) {
     const int o = warp, j = rank + EF_C * o, r = m * EF_MT + j;
@@ -418,11 +555,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       }
       float f[FH_ENV_ACCOUNT];
       fh_env_account(a.m, a.p, s, f);
-      uint4 v;
-      v.x = fh_pack_bf16x2(f[0], f[1]);
-      v.y = fh_pack_bf16x2(f[2], f[3]);
-      v.z = fh_pack_bf16x2(f[4], f[5]);
-      v.w = fh_pack_bf16x2(f[6], f[7]);
+      const uint4 v = ef_pack_account(f);
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
       for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
@@ -654,6 +787,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->ps = maxu * 8 + 4;
   P->part_off = off;
   off = ef_align16(off + (uint32_t)(EF_WARPS * EF_MT * P->ps * 4));
+  /* the speculative step's slots (ef_spec_area) reuse the partial tiles: those are written and read only
+   * inside a layer (ef_layer_units), and phase D lies between two cluster barriers with no layer in it */
+  P->spec_off = P->part_off;
   P->log_off = off;
   off = ef_align16(off + (uint32_t)(EF_OWN * lot * 4));
   P->q_off = off;
@@ -716,6 +852,38 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->v_min = net->v_min;
   P->v_max = net->v_max;
   P->p1 = f->p1;
+  {
+    /* the speculative env step: the distinct targets of the (a0, a1) pairs (first-seen order), times
+     * n_stop classes, one lane each; it needs an idle warp per owned row beside the expected Q's tasks
+     * and its slots inside the partial tiles. Otherwise (or FH_EVAL_PRELOAD=0) the one-thread step. */
+    const int na0 = P->qa.n_act[0], na1 = P->qa.n_act[1], na2 = P->qa.n_act[2];
+    int32_t tgt[EF_MAXCLS];
+    int n_tgt = 0;
+    bool ok = na0 <= EF_MAXN && na1 <= EF_MAXN && na2 <= EF_MAXN;
+    for (int a0 = 0; ok && a0 < na0; ++a0)
+      for (int a1 = 0; ok && a1 < na1; ++a1) {
+        const int32_t t = fh_env_target(ev->p, a0, a1);
+        int i = 0;
+        while (i < n_tgt && tgt[i] != t) ++i;
+        if (i == n_tgt) {
+          if (n_tgt == EF_MAXCLS) {
+            ok = false;
+            break;
+          }
+          tgt[n_tgt++] = t;
+        }
+        P->cls_of[a0 * EF_MAXN + a1] = (int8_t)(i * na2);
+      }
+    P->n_cls = n_tgt * na2;
+    const size_t need = offsetof(ef_spec_area, slot) + sizeof(ef_spec) * (size_t)(EF_OWN * P->n_cls);
+    ok = ok && P->n_cls <= EF_MAXCLS && EF_OWN * (P->nb + 1) <= EF_WARPS &&
+         need <= (size_t)EF_WARPS * EF_MT * P->ps * 4;
+    for (int c = 0; ok && c < P->n_cls; ++c) {
+      P->cls_tgt[c] = tgt[c / na2];
+      P->cls_a2[c] = (int8_t)(c % na2);
+    }
+    P->spec_ok = ok ? 1 : 0;
+  }
   f->clusters = P->n_tiles;
   f->why[0] = 0;
   f->on = 1;
@@ -733,6 +901,8 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   ef_params P = *static_cast<const ef_params*>(f.params);
   P.q_log = ev.q_log;
   P.prof = f.prof;
+  /* FH_EVAL_PRELOAD=0: the one-thread env step after the expected Q (A/B; the same bits) */
+  P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
   FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));

@@ -748,6 +748,69 @@ static bool eval_fused_case(Lib& gpu, const fh_config& c, const Market& M, const
   return true;
 }
 
+/* The fused evaluation with FH_EVAL_PRELOAD=0 (the one-thread env step after the expected Q) against
+ * the default speculative step (every action class stepped beside the expected Q on preloaded bars, the
+ * greedy one kept): the same trajectory to the bit, so identical metrics (memcmp) and identical expected
+ * Q at every step (the account features feed the next step's Q). */
+static void eval_preload_case(Lib& gpu, const fh_config& c, const Market& M, const std::vector<float>& w,
+                              const char* tag) {
+  char name[200], err[512];
+  const char* prev_env = getenv("FH_EVAL_PRELOAD");
+  const std::string prev = prev_env ? prev_env : "";
+  int32_t info[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  fh_metrics mt[2];
+  memset(mt, 0, sizeof mt);
+  /* sizes (and the first-layer GEMM's tuning, cached per process, so both runs below use one algorithm) */
+  err[0] = 0;
+  unsetenv("FH_EVAL_PRELOAD");
+  fh_status s0 = gpu.eval_check(&c, &M.m, w.data(), (int64_t)w.size(), 1, &mt[1], info[1], nullptr, 0, err, sizeof err);
+  if (s0 != FH_OK || info[1][3] != 1) {
+    snprintf(name, sizeof name, "[%s] FH_EVAL_PRELOAD: fused evaluation runs", tag);
+    check(false, name);
+    printf("      %s\n", err);
+    if (prev_env) setenv("FH_EVAL_PRELOAD", prev.c_str(), 1);
+    return;
+  }
+  const size_t n = (size_t)info[1][0] * info[1][1] * info[1][2];
+  std::vector<float> q[2] = {std::vector<float>(n, NAN), std::vector<float>(n, NAN)};
+  fh_status st[2];
+  double ms[2];
+  for (int on = 0; on <= 1; ++on) {
+    if (on)
+      unsetenv("FH_EVAL_PRELOAD");
+    else
+      setenv("FH_EVAL_PRELOAD", "0", 1);
+    err[0] = 0;
+    memset(&mt[on], 0, sizeof mt[on]);
+    const auto t0 = std::chrono::steady_clock::now();
+    st[on] = gpu.eval_check(&c, &M.m, w.data(), (int64_t)w.size(), 1, &mt[on], info[on], q[on].data(), (int64_t)n, err,
+                            sizeof err);
+    ms[on] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (st[on] != FH_OK) printf("      FH_EVAL_PRELOAD=%d: %s\n", on, err);
+  }
+  if (prev_env)
+    setenv("FH_EVAL_PRELOAD", prev.c_str(), 1);
+  else
+    unsetenv("FH_EVAL_PRELOAD");
+  snprintf(name, sizeof name, "[%s] fused evaluation runs with FH_EVAL_PRELOAD=0 and =1", tag);
+  check(st[0] == FH_OK && st[1] == FH_OK && info[0][3] == 1 && info[1][3] == 1, name, "%.0f ms / %.0f ms", ms[0], ms[1]);
+  if (st[0] != FH_OK || st[1] != FH_OK) return;
+  snprintf(name, sizeof name, "[%s] FH_EVAL_PRELOAD=0 vs 1: metrics identical bit for bit", tag);
+  const bool msame = memcmp(&mt[0], &mt[1], sizeof(fh_metrics)) == 0;
+  if (!msame) metrics_same(mt[0], mt[1], true);
+  check(msame, name, "pnl %.2f, trades %g", mt[1].total_pnl, mt[1].trades);
+  size_t ndiff = 0, first = n;
+  for (size_t i = 0; i < n; ++i)
+    if (memcmp(&q[0][i], &q[1][i], sizeof(float)) != 0) {
+      if (first == n) first = i;
+      ++ndiff;
+    }
+  snprintf(name, sizeof name, "[%s] FH_EVAL_PRELOAD=0 vs 1: expected Q of every step identical bit for bit (%zu values)",
+           tag, n);
+  check(ndiff == 0, name, "%g differ, the first at step %g", (double)ndiff,
+        first < n ? (double)(first / ((size_t)info[1][0] * info[1][2])) : -1.0);
+}
+
 static void eval_fused_check(Lib& gpu, const Market& Msmall, uint64_t seed) {
   if (!gpu.eval_check) {
     printf("FAIL  fh_cuda_eval_check missing from the CUDA library\n");
@@ -764,6 +827,7 @@ static void eval_fused_check(Lib& gpu, const Market& Msmall, uint64_t seed) {
     snprintf(tag, sizeof tag, "small atoms=%d", atoms);
     fh_metrics mr{}, mf{};
     if (!eval_fused_case(gpu, c, Msmall, w, tag, &mr, &mf)) continue;
+    eval_preload_case(gpu, c, Msmall, w, tag);
     for (int fused = 0; fused <= 1; ++fused) {
       setenv("FH_EVAL_FUSED", fused ? "1" : "0", 1);
       fh_trainer* t = make(gpu, c, Msmall, fused ? "trainer FH_EVAL_FUSED=1" : "trainer FH_EVAL_FUSED=0");
@@ -793,7 +857,8 @@ static void eval_fused_check(Lib& gpu, const Market& Msmall, uint64_t seed) {
     Market M;
     make_market(M, 640 * 1380, 16, c.window, seed + 3, 1380);  /* val: 128 whole sessions */
     std::vector<float> w = eval_weights(gpu, c, M, seed + 5);
-    if (!w.empty()) eval_fused_case(gpu, c, M, w, "reference", nullptr, nullptr);
+    if (!w.empty() && eval_fused_case(gpu, c, M, w, "reference", nullptr, nullptr))
+      eval_preload_case(gpu, c, M, w, "reference");
   }
 }
 
