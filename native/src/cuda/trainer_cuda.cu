@@ -913,6 +913,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     }
   }
   TR_CUDA(t, cudaEventRecord(t->e_t2, st), "train end");
+  const auto wall_launched = std::chrono::steady_clock::now();
 
   /* evaluate (not after a diverged step): on the collect stream, or with collect-ahead on a stream of its own */
   cudaStream_t se = t->ahead_on ? t->s_eval : sc;
@@ -947,8 +948,10 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
    * one synchronisation */
   TR_CUDA(t, cudaEventRecord(t->e_t3, se), "epoch end");
   int64_t host_syncs = 0;
+  const auto wall_flush = std::chrono::steady_clock::now();
   TR_CUDA(t, cudaEventSynchronize(t->e_t3), "epoch flush");
   ++host_syncs;
+  const auto wall_synced = std::chrono::steady_clock::now();
   TR_CUDA(t, cudaGetLastError(), "epoch");
   float ms_c = 0;
   if (collected_ahead) ms_c = t->ahead_ms;
@@ -1016,6 +1019,12 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   out->env_steps_per_s = ms_c > 0 ? (double)T * N / (ms_c / 1e3) : 0.0;
   out->samples_per_s = ms_t > 0 && steps > 0 ? (double)steps * t->batch / (ms_t / 1e3) : 0.0;
   out->host_syncs = (double)host_syncs;
+  if (fh_env_is("FH_EPOCH_TIMING", "1")) { /* where the host's time of the epoch goes (measurement) */
+    using ms = std::chrono::duration<double, std::milli>;
+    fprintf(stderr, "epoch %lld host ms: train launches %.3f, eval/collect launches %.3f, sync wait %.3f, after %.3f\n",
+            (long long)t->epoch, ms(wall_launched - wall0).count(), ms(wall_flush - wall_launched).count(),
+            ms(wall_synced - wall_flush).count(), ms(std::chrono::steady_clock::now() - wall_synced).count());
+  }
   return FH_OK;
 }
 
