@@ -169,7 +169,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
-    net->dx_drelu = net->relu_masks && fh_env_is("FH_DX_DRELU", "1");
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
@@ -462,9 +461,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const int HH = L.n_heads * L.hh;
   float* G = net->grad;
   const bool fused = net->fused != 0;
-  const bool drelu = net->dx_drelu && !fused && net->relu_masks;
   const bool heads_masked = fused && L.hh % 128 == 0;
-  const bool heads_dr = drelu && L.hh % 128 == 0; /* the heads' input gradients apply the head layer's ReLU */
   const fh_relu_mask none{nullptr, 0};
   /* heads on forked streams: bias grad, weight grad, input grad into dah's column block */
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
@@ -483,8 +480,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     cudaStream_t hs = P.hs[k];
     T* dl = static_cast<T*>(net->dlog[k]);
     const fh_relu_mask mk =
-        heads_masked || heads_dr ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld}
-                                 : none;
+        heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
     if (late) {
       FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                         fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
@@ -513,9 +509,9 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   /* head first layer (all heads as one GEMM) */
   const bool rmk = net->relu_masks && !fused;  /* the ReLU passes read the forward's bit masks */
   if (!heads_masked)
-    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), heads_dr ? nullptr : static_cast<const T*>(P.ah),
-                                              HH, B, HH, net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev,
-                                              rmk && !heads_dr ? net->maskh.bits : nullptr, net->maskh.ld));
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->dah), static_cast<const T*>(P.ah), HH, B, HH,
+                                              net->colsum_trunk[0], G + L.bH, P.s, fs, net->fin_ev,
+                                              rmk ? net->maskh.bits : nullptr, net->maskh.ld));
   /* with dw_side (kernel path, fs != P.s): fs already follows the ReLU pass that wrote dah / da2, so the weight
    * gradient runs there after the finish, beside the main stream's input gradient and the next ReLU pass (which
    * touch neither the weight gradient's inputs nor its output) */
@@ -525,21 +521,21 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                     heads_masked ? G + L.bH : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
-                    L.h2, fused || drelu ? net->mask2 : none));
-  /* trunk layer 2 (drelu: the ReLU derivative is applied already; the pass sums the bias gradient only) */
+                    L.h2, fused ? net->mask2 : none));
+  /* trunk layer 2 */
   if (!fused)
-    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), drelu ? nullptr : static_cast<const T*>(P.a2),
-                                              L.h2, B, L.h2, net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev,
-                                              rmk && !drelu ? net->mask2.bits : nullptr, net->mask2.ld));
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
+                                              net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev,
+                                              rmk ? net->mask2.bits : nullptr, net->mask2.ld));
   FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
-                    L.h1, fused || drelu ? net->mask1 : none));
+                    L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient) */
   if (!fused)
-    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), drelu ? nullptr : static_cast<const T*>(P.a1),
-                                              L.h1, B, L.h1, net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
-                                              rmk && !drelu ? net->mask1.bits : nullptr, net->mask1.ld));
+    FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
+                                              net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
+                                              rmk ? net->mask1.bits : nullptr, net->mask1.ld));
   const bool pair = net->pair;
   if (pair || (net->dw1_split && !fused && fs != P.s)) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish

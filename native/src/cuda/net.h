@@ -132,9 +132,6 @@ struct fh_net {
   int dw1_split;                /* bf16 kernel path with the finishes on head stream 1: dW1's market columns (a
                                    multiple of 128) on the main stream and its 8 account columns on head stream 1
                                    (FH_DW1_SPLIT=0: one GEMM over all D columns) */
-  int dx_drelu;                 /* FH_DX_DRELU=1 (A/B), with relu_masks: the input-gradient GEMMs apply the ReLU derivative
-                                   in their epilogue (cuBLASLt DRELU, the forward's masks) and the ReLU passes only sum
-                                   the bias gradients (no write) */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */

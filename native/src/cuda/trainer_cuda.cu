@@ -558,7 +558,6 @@ static fh_status warm_up(fh_trainer* t) {
      * elementwise kernels */
     net->fused = 0;
     net->relu_masks = 0;
-    net->dx_drelu = 0;
     TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
     st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
   }
