@@ -206,7 +206,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
-                   int every, float tau, fh_step_record rec, fh_w1_pair w1p) {
+                   int every, float tau, fh_step_record rec, fh_w1_pair w1p, bool preload) {
   __shared__ double sh[32];
   __shared__ float s_c[4];
   const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -214,7 +214,8 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   /* the first 16-byte group's operands are loaded before the norm's finish below, which they do not depend on: their
    * latency runs under it (at the reference every thread has one group) */
   float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), g0 = p0, m0 = p0, v0 = p0;
-  if (first < n4) {
+  preload = preload && first < n4;
+  if (preload) {
     p0 = reinterpret_cast<const float4*>(p)[first];
     g0 = reinterpret_cast<const float4*>(g)[first];
     m0 = reinterpret_cast<const float4*>(m)[first];
@@ -237,7 +238,7 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   const float bc1 = s_c[0], bc2 = s_c[1], sc = s_c[2], mix = s_c[3];
   /* 16-byte groups, then the tail (as fh_adam_kernel) */
   for (int64_t i = first; i < n4; i += stride) {
-    const float4 pi = i == first ? fh_adam_group4_vals(i, p0, g0, m0, v0, p, m, v, sc, lr, b1, b2, eps, bc1, bc2)
+    const float4 pi = preload && i == first ? fh_adam_group4_vals(i, p0, g0, m0, v0, p, m, v, sc, lr, b1, b2, eps, bc1, bc2)
                                  : fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) fh_store_quad(shadow, i, pi);
     if constexpr (std::is_same<T, fh_bf16>::value) {
@@ -310,7 +311,8 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                  norm_out, scale_out, step, ticket, clip, lr, beta1,
                                                                  beta2, eps, target_every, tau,
-                                                                 rec ? *rec : fh_step_record{}, wp);
+                                                                 rec ? *rec : fh_step_record{}, wp,
+                                                                 !fh_env_is("FH_OPTIM_PRELOAD", "0"));
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

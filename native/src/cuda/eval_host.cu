@@ -119,19 +119,39 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
   /* flatten records by the bar they are booked to (the segment's last bar) */
   std::vector<const fh_eval_rec*> flat_at((size_t)V, nullptr);
   for (int32_t k = 0; k < ev.n_seg; ++k) flat_at[(size_t)(ev.h_seg_end[k] - 1 - ev.val_begin)] = &ev.h_flat_rec[k];
-  /* trade counters in the reference's order: steps (step-major, segment-minor), then flattens */
+  /* trade counters in the reference's order: steps (step-major, segment-minor), then flattens. The records of a
+   * segment lie in bar order, so the step-major walk jumps between n_seg streams; it runs over tiles of kTile steps,
+   * each segment's records of a tile first copied in bar order (gross profit and loss), then summed step-major: the
+   * same additions in the same order, read sequentially */
+  constexpr int32_t kTile = 64;
   double gp = 0.0, gl = 0.0;
   int64_t trades = 0, won = 0, contracts = 0;
-  for (int32_t i = 0; i < ev.max_steps; ++i)
+  std::vector<double> tile((size_t)kTile * ev.n_seg * 2);
+  std::vector<int32_t> len((size_t)ev.n_seg);
+  for (int32_t k = 0; k < ev.n_seg; ++k) len[(size_t)k] = (int32_t)(ev.h_seg_end[k] - ev.h_seg_begin[k] - 1);
+  for (int32_t i0 = 0; i0 < ev.max_steps; i0 += kTile) {
+    const int32_t i1 = i0 + kTile < ev.max_steps ? i0 + kTile : ev.max_steps;
     for (int32_t k = 0; k < ev.n_seg; ++k) {
-      if (i >= ev.h_seg_end[k] - ev.h_seg_begin[k] - 1) continue;
-      const fh_eval_rec& r = ev.h_bar_rec[ev.h_seg_begin[k] + i + 1 - ev.val_begin];
-      trades += r.closed;
-      won += r.won;
-      gp += r.gross_profit;
-      gl += r.gross_loss;
-      contracts += r.traded;
+      const fh_eval_rec* seg = ev.h_bar_rec + (ev.h_seg_begin[k] + 1 - ev.val_begin);
+      const int32_t end = len[(size_t)k] < i1 ? len[(size_t)k] : i1;
+      for (int32_t i = i0; i < end; ++i) {
+        const fh_eval_rec& r = seg[i];
+        trades += r.closed;
+        won += r.won;
+        contracts += r.traded;
+        double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
+        c[0] = r.gross_profit;
+        c[1] = r.gross_loss;
+      }
     }
+    for (int32_t i = i0; i < i1; ++i)
+      for (int32_t k = 0; k < ev.n_seg; ++k) {
+        if (i >= len[(size_t)k]) continue;
+        const double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
+        gp += c[0];
+        gl += c[1];
+      }
+  }
   for (int32_t k = 0; k < ev.n_seg; ++k) {
     const fh_eval_rec& r = ev.h_flat_rec[k];
     trades += r.closed;
