@@ -61,12 +61,14 @@ __device__ __forceinline__ void fh_store_quad(T* dst, int64_t i, const float4& a
       fh_quad<T>{fh_from_f32<T>(a.x), fh_from_f32<T>(a.y), fh_from_f32<T>(a.z), fh_from_f32<T>(a.w)};
 }
 
-/* Adam on the 16-byte group i whose values pi, gi, mi, vi were already loaded: m, v and p written back, the new p
- * group returned. */
-__device__ __forceinline__ float4 fh_adam_group4_vals(int64_t i, float4 pi, const float4 gi, float4 mi, float4 vi,
-                                                      float* __restrict__ p, float* __restrict__ m,
-                                                      float* __restrict__ v, float sc, float lr, float b1, float b2,
-                                                      float eps, float bc1, float bc2) {
+/* Adam on the 16-byte group i of the flat fp32 vectors (16-byte aligned), the gradient times the clip
+ * factor sc: m, v and p written back, the new p group returned (for shadows and the target). */
+__device__ __forceinline__ float4 fh_adam_group4(int64_t i, float* __restrict__ p, const float* __restrict__ g,
+                                                 float* __restrict__ m, float* __restrict__ v, float sc, float lr,
+                                                 float b1, float b2, float eps, float bc1, float bc2) {
+  float4 mi = reinterpret_cast<const float4*>(m)[i], vi = reinterpret_cast<const float4*>(v)[i];
+  float4 pi = reinterpret_cast<const float4*>(p)[i];
+  const float4 gi = reinterpret_cast<const float4*>(g)[i];
   fh_adam_update(pi.x, gi.x * sc, mi.x, vi.x, lr, b1, b2, eps, bc1, bc2);
   fh_adam_update(pi.y, gi.y * sc, mi.y, vi.y, lr, b1, b2, eps, bc1, bc2);
   fh_adam_update(pi.z, gi.z * sc, mi.z, vi.z, lr, b1, b2, eps, bc1, bc2);
@@ -75,16 +77,6 @@ __device__ __forceinline__ float4 fh_adam_group4_vals(int64_t i, float4 pi, cons
   reinterpret_cast<float4*>(v)[i] = vi;
   reinterpret_cast<float4*>(p)[i] = pi;
   return pi;
-}
-
-/* Adam on the 16-byte group i of the flat fp32 vectors (16-byte aligned), the gradient times the clip
- * factor sc: m, v and p written back, the new p group returned (for shadows and the target). */
-__device__ __forceinline__ float4 fh_adam_group4(int64_t i, float* __restrict__ p, const float* __restrict__ g,
-                                                 float* __restrict__ m, float* __restrict__ v, float sc, float lr,
-                                                 float b1, float b2, float eps, float bc1, float bc2) {
-  return fh_adam_group4_vals(i, reinterpret_cast<const float4*>(p)[i], reinterpret_cast<const float4*>(g)[i],
-                             reinterpret_cast<const float4*>(m)[i], reinterpret_cast<const float4*>(v)[i], p, m, v, sc,
-                             lr, b1, b2, eps, bc1, bc2);
 }
 #endif
 

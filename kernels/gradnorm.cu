@@ -41,8 +41,6 @@ static __global__ void fh_sum_partial_kernel(const float* __restrict__ x, int64_
                                              double* __restrict__ partial) {
   __shared__ double sh[32];
   double acc = 0.0;
-  /* unrolled: several loads in flight per thread (the sums keep their order) */
-#pragma unroll 4
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     double v = (double)x[i];
     acc += squares ? v * v : v;
@@ -206,21 +204,9 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
                    const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
-                   int every, float tau, fh_step_record rec, fh_w1_pair w1p, bool preload) {
+                   int every, float tau, fh_step_record rec, fh_w1_pair w1p) {
   __shared__ double sh[32];
   __shared__ float s_c[4];
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const int64_t n4 = n / 4;
-  /* the first 16-byte group's operands are loaded before the norm's finish below, which they do not depend on: their
-   * latency runs under it (at the reference every thread has one group) */
-  float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), g0 = p0, m0 = p0, v0 = p0;
-  preload = preload && first < n4;
-  if (preload) {
-    p0 = reinterpret_cast<const float4*>(p)[first];
-    g0 = reinterpret_cast<const float4*>(g)[first];
-    m0 = reinterpret_cast<const float4*>(m)[first];
-    v0 = reinterpret_cast<const float4*>(v)[first];
-  }
   int64_t t = 0;
   if (threadIdx.x == 0) {
     t = *step + 1;
@@ -236,10 +222,11 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   }
   __syncthreads();
   const float bc1 = s_c[0], bc2 = s_c[1], sc = s_c[2], mix = s_c[3];
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   /* 16-byte groups, then the tail (as fh_adam_kernel) */
+  const int64_t n4 = n / 4;
   for (int64_t i = first; i < n4; i += stride) {
-    const float4 pi = preload && i == first ? fh_adam_group4_vals(i, p0, g0, m0, v0, p, m, v, sc, lr, b1, b2, eps, bc1, bc2)
-                                 : fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
+    const float4 pi = fh_adam_group4(i, p, g, m, v, sc, lr, b1, b2, eps, bc1, bc2);
     if (shadow) fh_store_quad(shadow, i, pi);
     if constexpr (std::is_same<T, fh_bf16>::value) {
       /* W1 placed for the paired layout: a quad never straddles a row or the market/account split (the launcher
@@ -311,8 +298,7 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                  norm_out, scale_out, step, ticket, clip, lr, beta1,
                                                                  beta2, eps, target_every, tau,
-                                                                 rec ? *rec : fh_step_record{}, wp,
-                                                                 !fh_env_is("FH_OPTIM_PRELOAD", "0"));
+                                                                 rec ? *rec : fh_step_record{}, wp);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

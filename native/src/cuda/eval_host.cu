@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <functional>
+#include <thread>
 #include <vector>
 
 static fh_status eval_alloc(fh_cuda_eval* ev) {
@@ -112,20 +114,17 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
   memset(ev, 0, sizeof *ev);
 }
 
-void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital, fh_metrics* out) {
-  (void)host;
-  const int64_t V = ev.n_val;
-  std::vector<double> session((size_t)ev.n_sessions, 0.0);
-  /* flatten records by the bar they are booked to (the segment's last bar) */
-  std::vector<const fh_eval_rec*> flat_at((size_t)V, nullptr);
-  for (int32_t k = 0; k < ev.n_seg; ++k) flat_at[(size_t)(ev.h_seg_end[k] - 1 - ev.val_begin)] = &ev.h_flat_rec[k];
-  /* trade counters in the reference's order: steps (step-major, segment-minor), then flattens. The records of a
-   * segment lie in bar order, so the step-major walk jumps between n_seg streams; it runs over tiles of kTile steps,
-   * each segment's records of a tile first copied in bar order (gross profit and loss), then summed step-major: the
-   * same additions in the same order, read sequentially */
-  constexpr int32_t kTile = 64;
+/* The trade counters in the reference's order: steps (step-major, segment-minor), then flattens. The records of a
+ * segment lie in bar order, so the step-major walk jumps between n_seg streams; it runs over tiles of kTile steps,
+ * each segment's records of a tile first copied in bar order (gross profit and loss), then summed step-major: the same
+ * additions in the same order, read sequentially. */
+struct fh_trade_sums {
   double gp = 0.0, gl = 0.0;
   int64_t trades = 0, won = 0, contracts = 0;
+};
+static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
+  constexpr int32_t kTile = 64;
+  fh_trade_sums t;
   std::vector<double> tile((size_t)kTile * ev.n_seg * 2);
   std::vector<int32_t> len((size_t)ev.n_seg);
   for (int32_t k = 0; k < ev.n_seg; ++k) len[(size_t)k] = (int32_t)(ev.h_seg_end[k] - ev.h_seg_begin[k] - 1);
@@ -136,9 +135,9 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
       const int32_t end = len[(size_t)k] < i1 ? len[(size_t)k] : i1;
       for (int32_t i = i0; i < end; ++i) {
         const fh_eval_rec& r = seg[i];
-        trades += r.closed;
-        won += r.won;
-        contracts += r.traded;
+        t.trades += r.closed;
+        t.won += r.won;
+        t.contracts += r.traded;
         double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
         c[0] = r.gross_profit;
         c[1] = r.gross_loss;
@@ -148,38 +147,66 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
       for (int32_t k = 0; k < ev.n_seg; ++k) {
         if (i >= len[(size_t)k]) continue;
         const double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
-        gp += c[0];
-        gl += c[1];
+        t.gp += c[0];
+        t.gl += c[1];
       }
   }
   for (int32_t k = 0; k < ev.n_seg; ++k) {
     const fh_eval_rec& r = ev.h_flat_rec[k];
-    trades += r.closed;
-    won += r.won;
-    gp += r.gross_profit;
-    gl += r.gross_loss;
-    contracts += r.traded;
+    t.trades += r.closed;
+    t.won += r.won;
+    t.gp += r.gross_profit;
+    t.gl += r.gross_loss;
+    t.contracts += r.traded;
   }
-  /* session PnL: each session's bookings in time order, its final flatten last */
-  for (int64_t i = 0; i < V; ++i) session[(size_t)ev.h_session_of[i]] += ev.h_bar_rec[i].pnl;
-  for (int32_t k = 0; k < ev.n_seg; ++k) {
-    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin;
-    session[(size_t)ev.h_session_of[last]] += ev.h_flat_rec[k].pnl;
+  *out = t;
+}
+
+void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital, fh_metrics* out) {
+  (void)host;
+  const int64_t V = ev.n_val;
+  /* the trade counters on a thread of their own beside the session and equity sums below (they read the same
+   * records and write nothing shared); inline when no thread can be had */
+  fh_trade_sums ts;
+  std::thread worker;
+  try {
+    worker = std::thread(fh_eval_trade_sums, std::cref(ev), &ts);
+  } catch (...) {
+    fh_eval_trade_sums(ev, &ts);
   }
-  /* the equity path: per bar the step booked to it, then the flatten booked to it */
+  std::vector<double> session((size_t)ev.n_sessions, 0.0);
+  /* flatten records by the bar they are booked to (the segment's last bar) */
+  std::vector<const fh_eval_rec*> flat_at((size_t)V, nullptr);
+  for (int32_t k = 0; k < ev.n_seg; ++k) flat_at[(size_t)(ev.h_seg_end[k] - 1 - ev.val_begin)] = &ev.h_flat_rec[k];
+  /* session PnL (each session's bookings in time order, its final flatten after the loop) and the equity path (per
+   * bar the step booked to it, then the flatten booked to it). A booking of exactly 0 changes nothing (the sums never
+   * hold -0, so adding +-0 leaves their bits; equity, peak and the drawdowns stay, and their maxima were taken at
+   * that state already): it is skipped, and so is the division at the peak (drawdown 0) */
   double total = 0.0, equity = 0.0, peak = 0.0, dd = 0.0, dd_pct = 0.0;
   for (int64_t i = 0; i < V; ++i) {
+    const fh_eval_rec* f = flat_at[(size_t)i];
     for (int part = 0; part < 2; ++part) {
-      const double x = part == 0 ? ev.h_bar_rec[i].pnl : (flat_at[(size_t)i] ? flat_at[(size_t)i]->pnl : 0.0);
+      const double x = part == 0 ? ev.h_bar_rec[i].pnl : (f ? f->pnl : 0.0);
+      if (x == 0.0) continue;
+      if (part == 0) session[(size_t)ev.h_session_of[i]] += x;
       total += x;
       equity += x;
       if (equity > peak) peak = equity;
       const double d = peak - equity;
       if (d > dd) dd = d;
-      const double pct = d / (initial_capital + peak) * 100.0;
-      if (pct > dd_pct) dd_pct = pct;
+      if (d > 0.0) {
+        const double pct = d / (initial_capital + peak) * 100.0;
+        if (pct > dd_pct) dd_pct = pct;
+      }
     }
   }
+  for (int32_t k = 0; k < ev.n_seg; ++k) {
+    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin;
+    session[(size_t)ev.h_session_of[last]] += ev.h_flat_rec[k].pnl;
+  }
+  if (worker.joinable()) worker.join();
+  const double gp = ts.gp, gl = ts.gl;
+  const int64_t trades = ts.trades, won = ts.won, contracts = ts.contracts;
   const double annual = sqrt(252.0);
   const size_t ns = session.size();
   double sum = 0.0, down = 0.0;
