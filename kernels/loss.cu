@@ -50,7 +50,6 @@ static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0")
  * instance for the reference branch sizes (3, 4, 3), i.e. the run-time-n path (read at each launch, like
  * FH_LOSS_FAST; for A/B comparisons and tests). */
 static bool fh_loss_half_allowed() { return !fh_env_is("FH_LOSS_HALF", "0"); }
-static bool fh_loss_half_exact_allowed() { return !fh_env_is("FH_LOSS_HALF", "generic"); }
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
  * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */
@@ -921,8 +920,8 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  * (its loads stay in bounds and its lanes take part in every full-warp shuffle) and writes nothing. */
 static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
 
-template <typename T, typename L, int N0, int N1, int N2, bool EXACT>
-static __global__ void __launch_bounds__(kHalfWarps * 32, EXACT ? 6 : 4)
+template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
+static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     fh_c51_loss_half_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                             const int32_t* __restrict__ act, const float* __restrict__ ret,
                             const float* __restrict__ disc, const float* __restrict__ weight, int B,
@@ -1242,11 +1241,18 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
       if (fh_loss_fast_math_allowed()) {
         if (fh_loss_half_allowed() && maxn <= 4) {
           const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
-          if (on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3 && fh_loss_half_exact_allowed())
-            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true><<<hblocks, kHalfWarps * 32, 0, s>>>(
+          const bool ref = on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3;
+          if (ref && fh_env_is("FH_LOSS_HALF", "exact"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+          else if (ref && fh_env_is("FH_LOSS_HALF", "exact4"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+          else if (ref && fh_env_is("FH_LOSS_HALF", "packed"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
           else
-            fh_c51_loss_half_kernel<T, L, 4, 4, 4, false><<<hblocks, kHalfWarps * 32, 0, s>>>(
+            fh_c51_loss_half_kernel<T, L, 4, 4, 4, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
         } else if (maxn <= 4)
           fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,

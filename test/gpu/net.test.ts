@@ -172,7 +172,7 @@ describe('alternative kernels of the train step agree', () => {
     ['atoms 17, branches 3,2,3', ['agent.atoms=17', 'env.branch_sizes=[3,2,3]']],
   ];
   for (const [name, sets] of halfCases) {
-    for (const [label, env] of [['default', {}], ['run-time-size instance', { FH_LOSS_HALF: 'generic' }]] as const) {
+    for (const [label, env] of [['default', {}], ['exact', { FH_LOSS_HALF: 'exact' }], ['exact4', { FH_LOSS_HALF: 'exact4' }], ['packed', { FH_LOSS_HALF: 'packed' }]] as const) {
       test(`bf16, ${name}: half-warp C51 loss (${label}) == one-warp loss (FH_LOSS_HALF=0)`, () => {
         const cfg = tinyConfig(sets);
         const a = lossGradWith(cfg, 0, env, SEED + 221, 63);
