@@ -50,6 +50,20 @@ __device__ __forceinline__ void fh_gather_obs_row_bf16(const fh_bf16* __restrict
   if (lane < FH_ENV_ACCOUNT) dst[n + lane] = fh_from_f32<fh_bf16>(acc[lane]);
 }
 
+/* Sample j's transition from slot s0: its n-step return and discount (fh_replay_nstep) and its actions. */
+__device__ __forceinline__ void fh_gather_transition(const fh_replay_view& v, int32_t n_step, float gamma, int64_t s0,
+                                                     int64_t j, int32_t* __restrict__ act, float* __restrict__ ret,
+                                                     float* __restrict__ disc) {
+  float r, d;
+  int64_t nx;
+  fh_replay_nstep(v, s0, n_step, gamma, &r, &d, &nx);
+  ret[j] = r;
+  disc[j] = d;
+  act[j * 3 + 0] = v.act[s0 * 3 + 0];
+  act[j * 3 + 1] = v.act[s0 * 3 + 1];
+  act[j * 3 + 2] = v.act[s0 * 3 + 2];
+}
+
 template <typename T, bool VEC, bool BF16_SRC>
 static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, float gamma, const float* features,
                                             const fh_bf16* features_bf16, int32_t F, int32_t window,
@@ -66,16 +80,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
   const int64_t s0 = slot[j];
   int64_t src = s0;
   if (which == 0) {
-    if (lane == 0) {
-      float r, d;
-      int64_t nx;
-      fh_replay_nstep(v, s0, n_step, gamma, &r, &d, &nx);
-      ret[j] = r;
-      disc[j] = d;
-      act[j * 3 + 0] = v.act[s0 * 3 + 0];
-      act[j * 3 + 1] = v.act[s0 * 3 + 1];
-      act[j * 3 + 2] = v.act[s0 * 3 + 2];
-    }
+    if (lane == 0) fh_gather_transition(v, n_step, gamma, s0, j, act, ret, disc);
   } else {
     const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
     src = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
@@ -120,14 +125,7 @@ static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_ste
   const int64_t s1 = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
   const int64_t t = v.bar[s0];
   if (lane == 0) {
-    float r, d;
-    int64_t nx;
-    fh_replay_nstep(v, s0, n_step, gamma, &r, &d, &nx);
-    ret[j] = r;
-    disc[j] = d;
-    act[j * 3 + 0] = v.act[s0 * 3 + 0];
-    act[j * 3 + 1] = v.act[s0 * 3 + 1];
-    act[j * 3 + 2] = v.act[s0 * 3 + 2];
+    fh_gather_transition(v, n_step, gamma, s0, j, act, ret, disc);
   } else if (lane == 1) {
     nbar[j] = v.bar[s1];
     nslot[j] = (int32_t)s1;
