@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
+import type { FhEpochStats } from '../../src/native/binding.js';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const BUILD = join(ROOT, 'native', 'build');
@@ -19,4 +20,18 @@ export function driver(): string {
     expect(r.status, `g++ native_check: ${r.stderr}`).toBe(0);
   }
   return DRIVER;
+}
+
+/** Two trainers' epochs of an A/B (a GPU path against its switch-off twin, with lr so small that both train on
+ *  nearly the same batches): the same env steps, finite losses, and mean losses within `rel` of each other. */
+export function expectEpochLossesClose(on: FhEpochStats[], off: FhEpochStats[], rel: number): void {
+  expect(on.length).toBe(off.length);
+  for (let e = 0; e < on.length; e++) {
+    const a = on[e];
+    const b = off[e];
+    if (a === undefined || b === undefined) throw new Error('missing epoch');
+    expect(a.env_steps).toBe(b.env_steps);
+    expect(Number.isFinite(a.loss_mean)).toBe(true);
+    expect(Math.abs(a.loss_mean - b.loss_mean), `epoch ${e + 1} loss`).toBeLessThanOrEqual(rel * Math.abs(b.loss_mean));
+  }
 }

@@ -13,6 +13,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, NativeLib, TrainerHandle } from '../../src/native/binding.js';
+import { expectEpochLossesClose } from './driver.js';
 import { info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 type CheckFn = (h: TrainerHandle, out: Float64Array, why: Buffer, whyLen: number) => number;
@@ -95,14 +96,7 @@ describe("the target's first-layer table", () => {
     expect(on.check.on).toBe(true);
     expect(off.check.on).toBe(false);
     expect(off.check.why).toBe('FH_TARGET_P1=0');
-    for (let e = 0; e < 2; e++) {
-      const a = on.stats[e];
-      const b = off.stats[e];
-      if (a === undefined || b === undefined) throw new Error('missing epoch');
-      expect(a.env_steps).toBe(b.env_steps);
-      expect(Number.isFinite(a.loss_mean)).toBe(true);
-      expect(Math.abs(a.loss_mean - b.loss_mean), `epoch ${e + 1} loss`).toBeLessThanOrEqual(2e-3 * Math.abs(b.loss_mean));
-    }
+    expectEpochLossesClose(on.stats, off.stats, 2e-3);
   });
 
   test('the deterministic (fp32) mode and Polyak targets keep the GEMM', () => {
