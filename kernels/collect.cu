@@ -99,17 +99,6 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                               dst + (int64_t)j * ld);
 }
 
-/* 8 account features as one 16-byte group of bf16 */
-__device__ __forceinline__ uint4 fh_account_bf16x8(const float* __restrict__ acc) {
-  const float4 a = *reinterpret_cast<const float4*>(acc), b = *reinterpret_cast<const float4*>(acc + 4);
-  uint4 v;
-  v.x = fh_pack_bf16x2(a.x, a.y);
-  v.y = fh_pack_bf16x2(a.z, a.w);
-  v.z = fh_pack_bf16x2(b.x, b.y);
-  v.w = fh_pack_bf16x2(b.z, b.w);
-  return v;
-}
-
 static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_step, float gamma,
                                                  const fh_bf16* __restrict__ features, int64_t n_bars, int32_t F,
                                                  int32_t window, const int32_t* __restrict__ slot, int32_t B,
@@ -143,9 +132,9 @@ static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_ste
     if (u >= m0 && u < m1 && u - m0 < avail)
       x = __ldg(src + u);
     else if (u == 0)
-      x = fh_account_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
+      x = fh_pack_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
     else if (u == m1)
-      x = fh_account_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
+      x = fh_pack_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
     d[u] = x;
   }
 }

@@ -71,15 +71,6 @@ __device__ __forceinline__ void fh_eval_restart(const fh_env_params& p, fh_env_s
   }
 }
 
-/* Step i of segment k (caller checks i < e-b-1) with the given action; books bar t+1. */
-__device__ __forceinline__ void fh_eval_step_one(const fh_eval_args& a, fh_env_state& s, int32_t a0, int32_t a1,
-                                                 int32_t a2) {
-  fh_step_result r;
-  fh_env_step(a.m, a.p, s, a0, a1, a2, r);
-  a.bar_rec[s.t - a.val_begin] = fh_eval_record(r);
-  fh_eval_restart(a.p, s);
-}
-
 /* Bars t and t+1 of the market held in registers, an env.cuh market accessor (as fh_market_arrays): a
  * step at cursor t and the account after it read only these two bars. The fused evaluation loads them
  * in one round of independent loads ahead of the step, instead of the step's chain of dependent loads
@@ -118,8 +109,8 @@ __device__ __forceinline__ fh_eval_bars fh_eval_load_bars(const fh_market_view& 
   return b;
 }
 
-/* fh_eval_step_one for the decoded target on any market accessor, without the booking: the record goes
- * to rec (the caller books it to bar s.t, the new cursor). The same arithmetic as fh_eval_step_one. */
+/* One evaluation step for the decoded target on any market accessor, without the booking: the record goes
+ * to rec (the caller books it to bar s.t, the new cursor). */
 template <class MK>
 __device__ __forceinline__ void fh_eval_step_rec(const MK& mk, const fh_env_params& p, fh_env_state& s,
                                                  int32_t target, int32_t a2, fh_eval_rec& rec) {
@@ -127,6 +118,14 @@ __device__ __forceinline__ void fh_eval_step_rec(const MK& mk, const fh_env_para
   fh_env_step_to(mk, p, s, target, a2, r);
   rec = fh_eval_record(r);
   fh_eval_restart(p, s);
+}
+
+/* Step i of segment k (caller checks i < e-b-1) with the given action; books bar t+1. */
+__device__ __forceinline__ void fh_eval_step_one(const fh_eval_args& a, fh_env_state& s, int32_t a0, int32_t a1,
+                                                 int32_t a2) {
+  fh_eval_rec rec;
+  fh_eval_step_rec(fh_market_arrays{a.m}, a.p, s, fh_env_target(a.p, a0, a1), a2, rec);
+  a.bar_rec[s.t - a.val_begin] = rec;
 }
 
 __device__ __forceinline__ void fh_eval_finish_one(const fh_eval_args& a, fh_env_state& s, int32_t k) {

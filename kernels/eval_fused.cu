@@ -434,15 +434,6 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
   }
 }
 
-__device__ __forceinline__ uint4 ef_pack_account(const float* f) {
-  uint4 v;
-  v.x = fh_pack_bf16x2(f[0], f[1]);
-  v.y = fh_pack_bf16x2(f[2], f[3]);
-  v.z = fh_pack_bf16x2(f[4], f[5]);
-  v.w = fh_pack_bf16x2(f[6], f[7]);
-  return v;
-}
-
 /* The speculative env step (P.spec), beside the expected Q: warp EF_OWN * nb + o (idle otherwise: the
  * expected Q has EF_OWN * nb warp tasks) steps owned row o from its state with every class c of actions,
  * lane c: the step depends on the action only through (target, a2), so the classes are the distinct
@@ -468,13 +459,13 @@ __device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsi
       fh_eval_rec rec;
       fh_eval_step_rec(bars, a.p, s, P.cls_tgt[lane], P.cls_a2[lane], rec);
       fh_env_account_at(bars, a.p, s, f);
-      slot[lane].acc = ef_pack_account(f);
+      slot[lane].acc = fh_pack_bf16x8(f);
       slot[lane].s = s;
       slot[lane].rec = rec;
     }
   } else if (lane == 0) {
     fh_env_account(a.m, a.p, s0, f);
-    slot[0].acc = ef_pack_account(f);
+    slot[0].acc = fh_pack_bf16x8(f);
   }
 }
 
@@ -555,7 +546,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       }
       float f[FH_ENV_ACCOUNT];
       fh_env_account(a.m, a.p, s, f);
-      const uint4 v = ef_pack_account(f);
+      const uint4 v = fh_pack_bf16x8(f);
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
       for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;

@@ -154,13 +154,6 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
   return FH_OK;
 }
 
-/* Launch 2 of the fused optimiser step, kSumThreads threads per block, any grid. Every block: the
- * finish sum of the squares partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1
- * with the bias corrections and the target mix (fh_adam_kernel's, fh_target_kernel's decision for the
- * bumped counter), then per element Adam, the shadow, and the target update from the new p (the value
- * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
- * block with the last one (every block has read *step by then) writes *step = t, the norm and the
- * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
 /* Where W1's element e (0 <= e < rows * cols, row-major) goes in w1s and in w1n. */
 __device__ __forceinline__ int64_t fh_w1s_index(const fh_w1_pair& w, int64_t e) {
   const int64_t row = e / w.cols;
@@ -198,6 +191,13 @@ fh_status fh_launch_w1_pair(const fh_bf16* shadow, const fh_w1_pair& w, cudaStre
   return FH_OK;
 }
 
+/* Launch 2 of the fused optimiser step, kSumThreads threads per block, any grid. Every block: the
+ * finish sum of the squares partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1
+ * with the bias corrections and the target mix (fh_adam_kernel's, fh_target_kernel's decision for the
+ * bumped counter), then per element Adam, the shadow, and the target update from the new p (the value
+ * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
+ * block with the last one (every block has read *step by then) writes *step = t, the norm and the
+ * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
 template <typename T>
 static __global__ void __launch_bounds__(kSumThreads)
 fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, const float* __restrict__ g,

@@ -9,6 +9,7 @@
  *   fh_cp16(dst, src, valid)         16 bytes global -> shared (cp.async.cg), zero-filled when !valid
  *   fh_cp_commit() / fh_cp_wait<N>() commit the issued copies as a group / wait until <= N groups pend
  *   fh_pack_bf16x2(lo, hi)           two floats rounded to a bf16 pair (lo in the low half)
+ *   fh_pack_bf16x8(f)                eight floats rounded to bf16, one 16-byte group
  *
  * Built below sm_80 the tensor-core steps write NaN instead of silently computing nothing; the kernels
  * that use them are never launched there (their launchers check the PTX version).
@@ -80,6 +81,16 @@ __device__ __forceinline__ void fh_cp_wait() {
 __device__ __forceinline__ uint32_t fh_pack_bf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+/* Eight floats rounded to bf16 as one 16-byte group (f[0] lowest): the account features of a state. */
+__device__ __forceinline__ uint4 fh_pack_bf16x8(const float* f) {
+  uint4 v;
+  v.x = fh_pack_bf16x2(f[0], f[1]);
+  v.y = fh_pack_bf16x2(f[2], f[3]);
+  v.z = fh_pack_bf16x2(f[4], f[5]);
+  v.w = fh_pack_bf16x2(f[6], f[7]);
+  return v;
 }
 
 #endif /* __CUDACC__ */

@@ -11,6 +11,7 @@
 #define FH_NET_KERNELS_CUH
 
 #include "cuda_common.cuh"
+#include "../native/src/common/layout.h"
 
 /* The head outputs of one forward pass, as the GEMMs left them (padded rows). L is the element type:
  * float (collection, evaluation, the deterministic mode) or fh_bf16 (the training passes in bf16
@@ -156,14 +157,13 @@ struct fh_step_record {
 struct fh_pair_layout {
   int32_t P, K, mkt, WF, nF;
 };
-__host__ __device__ inline int32_t fh_round_up64(int32_t x) { return (x + 63) / 64 * 64; }
-__host__ __device__ inline fh_pair_layout fh_pair_make(int32_t window, int32_t F, int32_t n_step) {
+inline fh_pair_layout fh_pair_make(int32_t window, int32_t F, int32_t n_step) {
   fh_pair_layout l;
   l.WF = window * F;
   l.nF = n_step * F;
-  l.mkt = fh_round_up64(8 + l.nF);
+  l.mkt = (int32_t)fh_align64(8 + l.nF);
   l.K = l.mkt + l.WF;
-  l.P = fh_round_up64(l.mkt + l.K);
+  l.P = (int32_t)fh_align64(l.mkt + l.K);
   return l;
 }
 

@@ -194,8 +194,7 @@ static cublasLtEpilogue_t lt_epilogue(fh_epilogue e) {
 }
 
 /* A pointer's alignment in bytes, up to 256 (cuBLASLt's heuristic assumes 256 unless told otherwise: an algorithm
- * picked for aligned pointers may not run on a matrix that starts inside a row block, as the paired batch layout's
- * s' rows do). */
+ * picked for aligned pointers may not run, or not run well, on a matrix that starts elsewhere). */
 static uint32_t ptr_align(const void* p) {
   const uintptr_t a = (uintptr_t)p;
   uint32_t al = 256;

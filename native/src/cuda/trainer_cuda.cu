@@ -115,8 +115,7 @@ struct fh_trainer {
   /* the paired batch layout (FH_PAIRED=0 off; bf16 mode with the target cache, so that nothing but the online
    * forward reads s'): s and s' of a sample share their market rows in one block (fh_pair_layout, net_kernels.cuh),
    * about half the bytes the replay gather writes and layer 1 reads */
-  bool pair = false;
-  fh_pair_layout pair_l{};
+  bool pair = false;             /* its layout: net.pair_l */
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -282,7 +281,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
                                 c.per_beta_steps, s, step_offset));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
-  if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, t->pair_l, s);
+  if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, net->pair_l, s);
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
                                  s);
 }
@@ -630,12 +629,12 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   }
   {
     const int32_t F = t->hm.m.n_features;
-    t->pair_l = fh_pair_make(c.window, F, c.n_step);
+    const fh_pair_layout pl = fh_pair_make(c.window, F, c.n_step);
     /* worth it when a block is shorter than the two rows it replaces */
     t->pair = t->net.op == FH_BF16 && t->dm.features_bf16 && F % 8 == 0 && !t->net.fused && !t->net.mma &&
               t->obs_dim == c.window * F + FH_ENV_ACCOUNT && t->tcache.on && !t->target_prefetch &&
-              t->pair_l.P < 2 * t->obs_dim && !fh_env_is("FH_PAIRED", "0");
-    if (t->pair) TR_TRY(t, fh_net_pair_setup(&t->net, t->pair_l), "paired batch layout (W1 copies)");
+              pl.P < 2 * t->obs_dim && !fh_env_is("FH_PAIRED", "0");
+    if (t->pair) TR_TRY(t, fh_net_pair_setup(&t->net, pl), "paired batch layout (W1 copies)");
   }
   if (t->prefetch) {
     TR_TRY(t, fh_cuda_batch_alloc(t->batch, &t->bb[1]), "batch allocation");
