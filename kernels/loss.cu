@@ -23,6 +23,9 @@
  *     approximations, reciprocal-multiplies, halving warp all-reduces): about 40% fewer instructions,
  *     results within a few float ulps per operation of the exact kernels (bf16 mode is compared to
  *     the CPU only within bf16 tolerance). FH_LOSS_FAST=0 runs the exact kernel in bf16 mode too.
+ *     FH_LOSS_HALF (off by default) runs branches of <= 4 actions through fh_c51_loss_half_kernel, a
+ *     half-warp per sample (two samples per warp); under investigation: its instance with the
+ *     reference's branch sizes compiled in gives wrong gradients on the H200 (bench/gpu/loss_probe.cu).
  * FH_LOSS_KERNEL=general selects fh_bdq_loss_kernel for every configuration.
  */
 #include "net_kernels.cuh"
@@ -42,6 +45,14 @@ static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "gener
 /* FH_LOSS_FAST=0 keeps the exact (IEEE, fp32-mode) arithmetic of the register kernel in bf16 mode too
  * (read at each launch, like FH_LOSS_KERNEL; for A/B comparisons). */
 static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0"); }
+/* FH_LOSS_HALF (unset or 0: the warp-per-sample approximate-math kernel in bf16 mode) selects the
+ * half-warp kernel (fh_c51_loss_half_kernel): =exact / =exact4 / =packed its instances for the reference
+ * branch sizes (3, 4, 3), any other value the run-time-n instance (read at each launch, like FH_LOSS_FAST;
+ * for A/B comparisons and tests). */
+static bool fh_loss_half_allowed() {
+  const char* e = getenv("FH_LOSS_HALF");
+  return e && *e && strcmp(e, "0") != 0;
+}
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
  * then the mean target distribution m and its projection t (FH_MAX_ATOMS_GPU floats each). */
@@ -513,8 +524,10 @@ __device__ __forceinline__ void fh_warp_allreduce(float (&v)[N], int lane) {
       const float p = __shfl_xor_sync(0xffffffffu, v[0], o);
       v[0] = MAX ? fmaxf(v[0], p) : v[0] + p;
     }
+  } else if constexpr (O == 0) {
+    /* more values than lanes (a 16-lane group of fh_c51_loss_half_kernel with > 16 action slots): the
+     * N values a lane holds after the last step are totals already */
   } else {
-    static_assert(O > 0, "fh_warp_allreduce: more values than lanes");
     constexpr int H = (N + 1) / 2;
     const bool up = (lane & O) != 0;
     float h[H];
@@ -550,8 +563,11 @@ __device__ __forceinline__ void fh_warp_ratio_allreduce(const float (&S)[N], con
       a += __shfl_xor_sync(0xffffffffu, a, o);
     }
     q[0] = a * fh_rcp_approx(s);
+  } else if constexpr (O == 0) {
+    /* more pairs than lanes (as in fh_warp_allreduce): the pairs left are totals */
+#pragma unroll
+    for (int c = 0; c < N; ++c) q[c] = A[c] * fh_rcp_approx(S[c]);
   } else {
-    static_assert(O > 0, "fh_warp_ratio_allreduce: more values than lanes");
     constexpr int H = (N + 1) / 2;
     const bool up = (lane & O) != 0;
     float hs[H], ha[H], hq[H];
@@ -575,22 +591,31 @@ __device__ __forceinline__ void fh_warp_ratio_allreduce(const float (&S)[N], con
   }
 }
 
-/* The softmax parts of NB rows of this lane's two atoms each: mx = the rows' maxima, e = exp(x - mx)
- * (e may be x itself), s = the rows' sums of e; every lane ends with the same mx and s. */
-template <int NB>
-static __device__ __forceinline__ void fh_fm_softmax_parts(const float (&x)[NB][2], float (&e)[NB][2],
+/* The softmax parts of NB rows of this lane's K atoms each: mx = the rows' maxima, e = exp(x - mx)
+ * (e may be x itself), s = the rows' sums of e; every lane of the group (the warp, O = 16, or the
+ * half-warp, O = 8) ends with the same mx and s. */
+template <int NB, int K = 2, int O = 16>
+static __device__ __forceinline__ void fh_fm_softmax_parts(const float (&x)[NB][K], float (&e)[NB][K],
                                                            float (&mx)[NB], float (&s)[NB], int lane) {
 #pragma unroll
-  for (int d = 0; d < NB; ++d) mx[d] = fmaxf(x[d][0], x[d][1]);
-  fh_warp_allreduce<true>(mx, lane);
+  for (int d = 0; d < NB; ++d) {
+    float m = x[d][0];
+#pragma unroll
+    for (int k = 1; k < K; ++k) m = fmaxf(m, x[d][k]);
+    mx[d] = m;
+  }
+  fh_warp_allreduce<true, NB, O>(mx, lane);
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const float mL = mx[d] * kLog2e;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) e[d][k] = fh_exp_shifted(x[d][k], mL);
-    s[d] = e[d][0] + e[d][1];
+    for (int k = 0; k < K; ++k) e[d][k] = fh_exp_shifted(x[d][k], mL);
+    float sum = e[d][0];
+#pragma unroll
+    for (int k = 1; k < K; ++k) sum += e[d][k];
+    s[d] = sum;
   }
-  fh_warp_allreduce<false>(s, lane);
+  fh_warp_allreduce<false, NB, O>(s, lane);
 }
 
 template <typename T, typename L, int MAXN>
@@ -877,6 +902,340 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   }
 }
 
+/* ---- the approximate-math C51 loss, two samples per warp, for bf16 mode (FH_LOSS_HALF, on by default there) ----
+ * fh_c51_loss_fastmath_kernel's math with a half-warp (16 lanes) per sample, lane l16 owning atoms
+ * l16 + 16 k (k < 4). The elementwise work per sample is the same (64 atom slots either way); what
+ * shrinks is the rest:
+ *   - every reduction (the all-reduces over the action slots, the softmax maxima and sums, the loss sum)
+ *     runs 4 XOR steps instead of 5, with offsets below 16 so the halves never mix, and each shuffle and
+ *     each select around it serves two samples; so does the per-sample scalar work (row addresses, act,
+ *     the constants 1/n, dz, 1/dz, the argmax, the outputs);
+ *   - the action slots are packed to the branch sizes N0 + N1 + N2 (10 for the reference's 3, 4, 3, not
+ *     3 x 4 = 12), so no load, exp or shuffle goes to a slot past a branch's end. EXACT kernels know n_d
+ *     (= N_d) and nb at compile time, which drops the predicates of the loads, the selects of the dueling
+ *     means and the argmax and the run-time row offsets (about a quarter of the instructions); the
+ *     others take any n_d <= N_d at run time (slots past n_d load nothing and are never chosen).
+ * Registers: the arrays indexed by atom double, all statically indexed; launch bounds keep the exact
+ * instance at the warp kernel's 80 registers (6 blocks per SM) and the generic one at 128 (4 blocks),
+ * both without spills. Branches of 5..8 actions stay on fh_c51_loss_fastmath_kernel (N_d = 8 spills).
+ * The reductions add in another order than the warp kernel's, so results agree with it to float
+ * rounding; deterministic run to run. B odd: the second half of the last warp computes sample B - 1 again
+ * (its loads stay in bounds and its lanes take part in every full-warp shuffle) and writes nothing. */
+static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
+
+template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
+static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
+    fh_c51_loss_half_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
+                            const int32_t* __restrict__ act, const float* __restrict__ ret,
+                            const float* __restrict__ disc, const float* __restrict__ weight, int B,
+                            float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
+  static_assert(FH_MAX_BRANCHES == 3, "fh_c51_loss_half_kernel: one slot count per branch, for three branches");
+  constexpr int NB = FH_MAX_BRANCHES;
+  constexpr int K = 4, O = 8;               /* atoms per lane; the first XOR step (16-lane groups) */
+  constexpr int NS[NB] = {N0, N1, N2};      /* action slots of each branch */
+  constexpr int SO[NB] = {0, N0, N0 + N1};  /* each branch's first slot */
+  constexpr int NA = N0 + N1 + N2;
+  constexpr int MS = N0 > N1 ? (N0 > N2 ? N0 : N2) : (N1 > N2 ? N1 : N2);
+  constexpr int NBX = N0 == 0 ? 0 : (N1 == 0 ? 1 : (N2 == 0 ? 2 : 3));  /* EXACT: the branches */
+  static_assert(N0 > 0 && (!EXACT || N1 > 0 || N2 == 0), "fh_c51_loss_half_kernel: exact branches are a prefix");
+  __shared__ float s_m[2 * kHalfWarps][FH_MAX_ATOMS_GPU];
+  __shared__ float s_b[2 * kHalfWarps][FH_MAX_ATOMS_GPU];
+  const int lane = threadIdx.x & 31, l16 = lane & 15, hw = threadIdx.x >> 4;  /* hw: the block's half-warp */
+  const int i0 = (blockIdx.x * kHalfWarps + (threadIdx.x >> 5)) * 2;
+  if (i0 >= B) return;  /* the whole warp: no sample in either half */
+  const bool live = i0 + (lane >> 4) < B;
+  const int i = live ? i0 + (lane >> 4) : B - 1;
+  const int64_t ti = fh_view_row(tg_sn, i);  /* target(s')'s row: the sample's, or its slot's in the cache */
+  int nb = EXACT ? NBX : on_s.nb;
+  const int atoms = on_s.atoms;
+#ifdef FH_LOSS_HALF_HIDE_NB /* bench/gpu/loss_probe.cu: the compiled-in nb made opaque to the optimiser */
+  asm volatile("" : "+r"(nb));
+#endif
+  bool ok[K];
+  int jc[K];  /* in-row columns of this lane's atoms: loads are unconditional (values past the end unused) */
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    ok[k] = l16 + 16 * k < atoms;
+    jc[k] = ok[k] ? l16 + 16 * k : atoms - 1;
+  }
+  const float vmin = on_s.v_min, vmax = on_s.v_max;
+  const float inv_nb = fh_rcp_refined((float)nb);
+  int n[NB];  /* <= NS[d]; 0 past nb */
+  float inv_n[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    n[d] = EXACT ? NS[d] : (d < nb ? on_s.n[d] : 0);
+#ifdef FH_LOSS_HALF_HIDE_N /* bench/gpu/loss_probe.cu: the compiled-in n_d made opaque */
+    asm volatile("" : "+r"(n[d]));
+#endif
+    inv_n[d] = fh_rcp_refined(n[d] > 0 ? (float)n[d] : 1.0f);
+  }
+
+  /* double DQN: expected Q of every action slot of online(s') (c = SO[d] + a), q_c = A_c / S_c as in
+   * fh_c51_loss_fastmath_kernel; its rows are loaded (all loads first) and used up before the others */
+  const float dz = (vmax - vmin) * fh_rcp_refined((float)(atoms - 1));
+  float zk[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) zk[k] = vmin + (float)(l16 + 16 * k) * dz;
+  float q[NA];
+  {
+    float nv[K], xn[NA][K], mn[NB][K], mx[NA];
+#pragma unroll
+    for (int k = 0; k < K; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
+#pragma unroll
+    for (int d = 0; d < NB; ++d) {
+      const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
+#pragma unroll
+      for (int a = 0; a < MS; ++a)
+        if (a < NS[d]) {
+#pragma unroll
+          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_ldg_f32(p + a * atoms + jc[k]) : 0.0f;
+        }
+    }
+    /* dueling means over actions (sum in action order, times 1/n) */
+#pragma unroll
+    for (int d = 0; d < NB; ++d)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int a = 0; a < MS; ++a)
+          if (a < NS[d] && a < n[d]) sum += xn[SO[d] + a][k];
+        mn[d][k] = sum * inv_n[d];
+      }
+#pragma unroll
+    for (int d = 0; d < NB; ++d)
+#pragma unroll
+      for (int a = 0; a < MS; ++a)
+        if (a < NS[d]) {
+          const int c = SO[d] + a;
+          float m = -INFINITY;
+#pragma unroll
+          for (int k = 0; k < K; ++k) {
+            xn[c][k] = ok[k] ? nv[k] + xn[c][k] - mn[d][k] : -INFINITY;
+            m = fmaxf(m, xn[c][k]);
+          }
+          mx[c] = m;
+        }
+    fh_warp_allreduce<true, NA, O>(mx, lane);
+    float S[NA], A[NA];
+#pragma unroll
+    for (int c = 0; c < NA; ++c) {
+      const float mL = mx[c] * kLog2e;
+      float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const float e = fh_exp_shifted(xn[c][k], mL);  /* 0 for the -inf of atoms past the end */
+        sum += e;
+        acc = __fmaf_rn(e, zk[k], acc);
+      }
+      S[c] = sum;
+      A[c] = acc;
+    }
+    fh_warp_ratio_allreduce<NA, O>(S, A, q, lane);
+  }
+
+  /* the value and advantage rows of target(s') and online(s), their dueling means; of online(s) only
+   * the taken action's row is kept (osel), of target(s') nothing (the chosen row is read again below) */
+  float tv[K], ov[K], mt[NB][K], mo[NB][K], osel[NB][K];
+  int ad[NB];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
+    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
+  }
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
+    ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
+    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
+    const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
+    float ta[MS][K], oa[MS][K];
+#pragma unroll
+    for (int a = 0; a < MS; ++a)
+      if (a < NS[d]) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          ta[a][k] = a < n[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
+          oa[a][k] = a < n[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
+        }
+      }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float y = 0.0f, z = 0.0f, o = 0.0f;
+#pragma unroll
+      for (int a = 0; a < MS; ++a)
+        if (a < NS[d] && a < n[d]) {
+          y += ta[a][k];
+          z += oa[a][k];
+          if (a == ad[d]) o = oa[a][k];
+        }
+      mt[d][k] = y * inv_n[d];
+      mo[d][k] = z * inv_n[d];
+      osel[d][k] = o;
+    }
+  }
+
+  /* target: mean over branches of softmax(target logits at a*_d) (first max on ties, as fh_argmax);
+   * the chosen row is read again (an L1 hit) rather than kept in registers through the argmax */
+  float xt[NB][K], tm[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float bq = -INFINITY;
+    int astar = 0;
+#pragma unroll
+    for (int a = 0; a < MS; ++a)
+      if (a < NS[d] && a < n[d]) {
+        const float qa = q[SO[d] + a];
+        if (qa > bq) {
+          bq = qa;
+          astar = a;
+        }
+      }
+    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] + astar * atoms : nullptr;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;
+  }
+  float ts[NB];
+  fh_fm_softmax_parts<NB, K, O>(xt, xt, tm, ts, lane);
+  float mj[K] = {};
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+    if (d < nb) {
+      const float inv = fh_rcp_approx(ts[d]) * inv_nb;  /* the mean over branches folded in */
+#pragma unroll
+      for (int k = 0; k < K; ++k) mj[k] = __fmaf_rn(xt[d][k], inv, mj[k]);
+    }
+
+  /* C51 projection of m after ret + disc z, every lane its own atoms (the half-warp's m and b in shared
+   * memory) */
+  const float inv_dz = (float)(atoms - 1) * fh_rcp_refined(vmax - vmin);
+  const float r = ret[i], g = disc[i];
+  float* const sm = s_m[hw];
+  float* const sb = s_b[hw];
+  bool nan = false;
+  float b_own = 0.0f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int j = l16 + 16 * k;
+    if (ok[k]) {
+      float tz = r + g * zk[k];
+      nan = nan || tz != tz;
+      tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+      float b = (tz - vmin) * inv_dz;
+      if (b > (float)(atoms - 1)) b = (float)(atoms - 1);
+      if (b < 0.0f) b = 0.0f;
+      sm[j] = mj[k];
+      sb[j] = b;
+      if (k == 0) b_own = b;
+    }
+  }
+  /* the half's lanes only (a ballot of the whole warp, masked: both halves take part); a non-finite
+   * disc poisons too, as in fh_c51_loss_fastmath_kernel */
+  nan = (__ballot_sync(0xffffffffu, nan) & (0xffffu << (lane & 16))) != 0u || !(fabsf(g) <= FLT_MAX);
+  __syncwarp();
+  float st[K] = {};
+  if (g == 0.0f) {
+    /* every b_j is the same, r's (g z_j is a zero for every finite z_j), so this lane's own b_0 serves
+     * (a lane without atoms has none and needs none): all of the mass, exactly 1, goes to floor(b) and
+     * ceil(b), and nothing of s' is read (the paired batch layout relies on it, see the warp kernel).
+     * Taken per half: the halves may branch apart here (no shuffle inside). */
+#pragma unroll
+    for (int k = 0; k < K; ++k) st[k] = ok[k] ? fmaxf(0.0f, 1.0f - fabsf(b_own - (float)(l16 + 16 * k))) : 0.0f;
+  } else {
+    /* as fh_c51_loss_fastmath_kernel: the run of j reaching atom kk starts at or after the last
+     * b_j <= kk - 1 (a branchless binary search) and ends before the first b_j >= kk + 1; disc < 0
+     * (never in training) or NaN scans every j */
+    const bool runs = g >= 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float fk = (float)(l16 + 16 * k);
+      float acc = 0.0f;
+      if (ok[k]) {
+        int j = 0;
+        if (runs) {
+#pragma unroll
+          for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
+            if (j + s <= atoms && sb[j + s - 1] <= fk - 1.0f) j += s;
+        }
+        for (; j < atoms; ++j) {
+          const float b = sb[j];
+          if (runs && b >= fk + 1.0f) break;
+          acc = __fmaf_rn(sm[j], fmaxf(0.0f, 1.0f - fabsf(b - fk)), acc);
+        }
+      }
+      st[k] = acc;
+    }
+  }
+  if (nan) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) st[k] = r + g * vmin + NAN;
+  }
+
+  /* online(s): cross-entropy and gradient per branch; sum_d CE_d = sum_j t_j (sum_d lse_d - sum_d x_d,j) */
+  const float coef = weight[i] * fh_rcp_approx((float)B * (float)nb);
+  float xo[NB][K], eo[NB][K], om[NB], os[NB];
+#pragma unroll
+  for (int d = 0; d < NB; ++d)
+#pragma unroll
+    for (int k = 0; k < K; ++k) xo[d][k] = ok[k] && d < nb ? ov[k] + osel[d][k] - mo[d][k] : -INFINITY;
+  fh_fm_softmax_parts<NB, K, O>(xo, eo, om, os, lane);
+  float lse_sum = 0.0f, xsum[K] = {}, gk[NB][K];
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    if (d < nb) {
+      lse_sum += om[d] + fh_lg2_approx(os[d]) * kLn2;
+      const float inv = fh_rcp_approx(os[d]);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (ok[k]) xsum[k] += xo[d][k];
+        gk[d][k] = ok[k] ? coef * (eo[d][k] * inv - st[k]) : 0.0f;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < K; ++k) gk[d][k] = 0.0f;
+    }
+  }
+  float ce[1] = {0.0f};
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (ok[k]) ce[0] = __fmaf_rn(st[k], lse_sum - xsum[k], ce[0]);
+  fh_warp_allreduce<false, 1, O>(ce, lane);
+
+  /* gradient rows: dueling backward of every branch, the value row, pads 0 (a half without a sample
+   * writes nothing) */
+  if (!live) return;
+  float dv[K] = {};
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    if (d < nb) {
+      T* arow = grad.a[d] + (int64_t)i * grad.lda[d];
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        dv[k] += gk[d][k];
+        const int j = l16 + 16 * k;
+        if (ok[k]) {
+          const float mean_g = gk[d][k] * inv_n[d];
+#pragma unroll
+          for (int a = 0; a < MS; ++a)
+            if (a < NS[d] && a < n[d]) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
+        }
+      }
+      for (int c = n[d] * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
+    }
+  }
+  T* vrow = grad.v + (int64_t)i * grad.ldv;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (ok[k]) vrow[l16 + 16 * k] = fh_from_f32<T>(dv[k]);
+  for (int c = atoms + l16; c < grad.ldv; c += 16) vrow[c] = fh_from_f32<T>(0.0f);
+  if (l16 == 0) {
+    wloss[i] = weight[i] * (ce[0] * inv_nb);
+    signal[i] = ce[0];
+  }
+}
+
 template <typename T, typename L>
 fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
@@ -890,7 +1249,22 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     /* bf16 mode (bf16 GEMM operands): approximate math; fp32 mode: the exact kernel, always */
     if constexpr (std::is_same<T, fh_bf16>::value) {
       if (fh_loss_fast_math_allowed()) {
-        if (maxn <= 4)
+        if (fh_loss_half_allowed() && maxn <= 4) {
+          const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
+          const bool ref = on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3;
+          if (ref && fh_env_is("FH_LOSS_HALF", "exact"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+          else if (ref && fh_env_is("FH_LOSS_HALF", "exact4"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+          else if (ref && fh_env_is("FH_LOSS_HALF", "packed"))
+            fh_c51_loss_half_kernel<T, L, 3, 4, 3, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+          else
+            fh_c51_loss_half_kernel<T, L, 4, 4, 4, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+        } else if (maxn <= 4)
           fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
                                                                                weight, B, wloss, signal, grad);
         else
