@@ -922,6 +922,16 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  * rounding; deterministic run to run. B odd: the second half of the last warp computes sample B - 1 again
  * (its loads stay in bounds and its lanes take part in every full-warp shuffle) and writes nothing. */
 static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
+#ifdef FH_LOSS_HALF_DEBUG
+__device__ float fh_loss_half_dbg[32 * 64];
+#endif
+#ifdef FH_LOSS_HALF_PLAIN_LD /* bench/gpu/loss_probe.cu: generic loads instead of the read-only path */
+template <typename L>
+static __device__ __forceinline__ float fh_half_ld(const L* p) { return fh_to_f32(*p); }
+#else
+template <typename L>
+static __device__ __forceinline__ float fh_half_ld(const L* p) { return fh_ldg_f32(p); }
+#endif
 
 template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
 static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
@@ -981,7 +991,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   {
     float nv[K], xn[NA][K], mn[NB][K], mx[NA];
 #pragma unroll
-    for (int k = 0; k < K; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
+    for (int k = 0; k < K; ++k) nv[k] = fh_half_ld(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
 #pragma unroll
     for (int d = 0; d < NB; ++d) {
       const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
@@ -989,7 +999,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       for (int a = 0; a < MS; ++a)
         if (a < NS[d]) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_ldg_f32(p + a * atoms + jc[k]) : 0.0f;
+          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_half_ld(p + a * atoms + jc[k]) : 0.0f;
         }
     }
     /* dueling means over actions (sum in action order, times 1/n) */
@@ -1041,8 +1051,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   int ad[NB];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
-    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
+    tv[k] = fh_half_ld(tg_sn.v + ti * tg_sn.ldv + jc[k]);
+    ov[k] = fh_half_ld(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
   }
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
@@ -1056,8 +1066,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       if (a < NS[d]) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          ta[a][k] = a < n[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
-          oa[a][k] = a < n[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
+          ta[a][k] = a < n[d] ? fh_half_ld(pt + a * atoms + jc[k]) : 0.0f;
+          oa[a][k] = a < n[d] ? fh_half_ld(po + a * atoms + jc[k]) : 0.0f;
         }
       }
 #pragma unroll
@@ -1095,7 +1105,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] + astar * atoms : nullptr;
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;
+      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_half_ld(pt + jc[k]) - mt[d][k] : -INFINITY;
   }
   float ts[NB];
   fh_fm_softmax_parts<NB, K, O>(xt, xt, tm, ts, lane);
@@ -1202,6 +1212,37 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   for (int k = 0; k < K; ++k)
     if (ok[k]) ce[0] = __fmaf_rn(st[k], lse_sum - xsum[k], ce[0]);
   fh_warp_allreduce<false, 1, O>(ce, lane);
+#ifdef FH_LOSS_HALF_DEBUG /* bench/gpu/loss_probe.cu: the first warp's intermediates, 64 slots a lane */
+  if (blockIdx.x == 0 && threadIdx.x < 32) {
+    float* o = fh_loss_half_dbg + lane * 64;
+    for (int c = 0; c < NA; ++c) o[c] = q[c];
+    for (int d = 0; d < NB; ++d) {
+      o[10 + d] = tm[d];
+      o[13 + d] = ts[d];
+      o[24 + d] = om[d];
+      o[27 + d] = os[d];
+      o[36 + d] = mo[d][0];
+      o[39 + d] = osel[d][0];
+      o[42 + d] = mt[d][0];
+      o[45 + d] = (float)ad[d];
+      o[53 + d] = (float)n[d];
+    }
+    for (int k = 0; k < K; ++k) {
+      o[16 + k] = mj[k];
+      o[20 + k] = st[k];
+      o[31 + k] = xsum[k];
+      o[49 + k] = xo[0][k];
+      o[57 + k] = ov[k];
+    }
+    o[30] = lse_sum;
+    o[35] = ce[0];
+    o[48] = b_own;
+    o[56] = (float)nb;
+    o[61] = tv[0];
+    o[62] = inv_n[1];
+    o[63] = coef;
+  }
+#endif
 
   /* gradient rows: dueling backward of every branch, the value row, pads 0 (a half without a sample
    * writes nothing) */

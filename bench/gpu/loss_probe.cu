@@ -54,8 +54,26 @@ static uint16_t f2bf(float f) {
 struct Out {
   std::vector<float> wloss, signal;
   std::vector<uint16_t> g[1 + FH_MAX_BRANCHES];
+  std::vector<float> dbg;  /* FH_LOSS_HALF_DEBUG: the first warp's intermediates (kernels/loss.cu) */
   float us = 0;
 };
+
+#ifdef FH_LOSS_HALF_DEBUG
+/* the slots of fh_loss_half_dbg, per lane */
+static const char* dbg_slot(int c, char* buf) {
+  static const struct { int at, n; const char* name; } f[] = {
+      {0, 10, "q"},    {10, 3, "tm"},  {13, 3, "ts"},      {16, 4, "mj"},   {20, 4, "st"},   {24, 3, "om"},
+      {27, 3, "os"},   {30, 1, "lse"}, {31, 4, "xsum"},    {35, 1, "ce"},   {36, 3, "mo0"},  {39, 3, "osel0"},
+      {42, 3, "mt0"},  {45, 3, "ad"},  {48, 1, "b_own"},   {49, 4, "xo0"},  {53, 3, "n"},    {56, 1, "nb"},
+      {57, 4, "ov"},   {61, 1, "tv0"}, {62, 1, "inv_n1"},  {63, 1, "coef"}};
+  for (const auto& x : f)
+    if (c >= x.at && c < x.at + x.n) {
+      snprintf(buf, 32, "%s[%d]", x.name, c - x.at);
+      return buf;
+    }
+  return "?";
+}
+#endif
 
 int main(int argc, char** argv) {
   const int B = argc > 1 ? atoi(argv[1]) : 16384;
@@ -160,6 +178,10 @@ int main(int argc, char** argv) {
       o.g[h].resize((size_t)B * ld[h]);
       CK(cudaMemcpy(o.g[h].data(), d_g[h], o.g[h].size() * 2, cudaMemcpyDeviceToHost));
     }
+#ifdef FH_LOSS_HALF_DEBUG
+    o.dbg.resize(32 * 64);
+    CK(cudaMemcpyFromSymbol(o.dbg.data(), fh_loss_half_dbg, o.dbg.size() * 4));
+#endif
     const int reps = 50;
     CK(cudaEventRecord(e0));
     for (int r = 0; r < reps; ++r)
@@ -181,9 +203,28 @@ int main(int argc, char** argv) {
          "unwritten");
   printf("%-10s %9.2f\n", "warp", ref.us);
   bool all_ok = true;
+  Out packed_run;
   for (const auto& v : variants) {
     Out o;
     if (int rc = run(v, o)) return rc;
+#ifdef FH_LOSS_HALF_DEBUG
+    if (v == "packed") packed_run = o;
+    else if (!packed_run.dbg.empty()) {
+      /* the intermediates of samples 0 and 1 (lanes 0..15, 16..31) against the packed instance's */
+      int shown = 0;
+      char buf[32];
+      for (int c = 0; c < 64 && shown < 40; ++c)
+        for (int l = 0; l < 32 && shown < 40; ++l) {
+          const float x = o.dbg[l * 64 + c], y = packed_run.dbg[l * 64 + c];
+          if (!(x == y) && !(x != x && y != y)) {
+            printf("  dbg %s lane %2d %-9s %.7g vs packed %.7g\n", v.c_str(), l, dbg_slot(c, buf), x, y);
+            ++shown;
+            break; /* the first lane that differs, per slot */
+          }
+        }
+      if (!shown) printf("  dbg %s: the first warp's intermediates equal the packed instance's\n", v.c_str());
+    }
+#endif
     double dw = 0, ds = 0, num = 0, den = 0;
     long bad = 0, unwritten = 0;
     /* mismatch counts: by head (v, a0, a1, a2), action (0..3), atom group (col % atoms) / 16, parity, disc 0 */
