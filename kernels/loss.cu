@@ -23,9 +23,8 @@
  *     approximations, reciprocal-multiplies, halving warp all-reduces): about 40% fewer instructions,
  *     results within a few float ulps per operation of the exact kernels (bf16 mode is compared to
  *     the CPU only within bf16 tolerance). FH_LOSS_FAST=0 runs the exact kernel in bf16 mode too.
- *     FH_LOSS_HALF (off by default) runs branches of <= 4 actions through fh_c51_loss_half_kernel, a
- *     half-warp per sample (two samples per warp); under investigation: its instance with the
- *     reference's branch sizes compiled in gives wrong gradients on the H200 (bench/gpu/loss_probe.cu).
+ *     The reference's branch sizes (3, 4, 3) run it as fh_c51_loss_half_kernel, a half-warp per sample
+ *     (two samples per warp) with the sizes compiled in; FH_LOSS_HALF=0 keeps the warp per sample.
  * FH_LOSS_KERNEL=general selects fh_bdq_loss_kernel for every configuration.
  */
 #include "net_kernels.cuh"
@@ -45,13 +44,21 @@ static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "gener
 /* FH_LOSS_FAST=0 keeps the exact (IEEE, fp32-mode) arithmetic of the register kernel in bf16 mode too
  * (read at each launch, like FH_LOSS_KERNEL; for A/B comparisons). */
 static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0"); }
-/* FH_LOSS_HALF (unset or 0: the warp-per-sample approximate-math kernel in bf16 mode) selects the
- * half-warp kernel (fh_c51_loss_half_kernel): =exact / =exact4 / =packed its instances for the reference
- * branch sizes (3, 4, 3), any other value the run-time-n instance (read at each launch, like FH_LOSS_FAST;
- * for A/B comparisons and tests). */
-static bool fh_loss_half_allowed() {
+/* The bf16-mode C51 kernel for branches of <= 4 actions: by default the half-warp kernel's instance with the
+ * reference's branch sizes (3, 4, 3) compiled in where they match, else the warp-per-sample kernel.
+ * FH_LOSS_HALF (read at each launch, like FH_LOSS_FAST; for A/B comparisons and tests): =0 the warp kernel
+ * everywhere; =exact (or any value not named here) the default; =exact4 / =packed other instances for the reference sizes (4 blocks per SM; the run-time sizes
+ * with the slots packed); =generic the run-time-size instance for every shape. */
+enum fh_loss_half_pick { FH_HALF_OFF, FH_HALF_EXACT, FH_HALF_EXACT4, FH_HALF_PACKED, FH_HALF_GENERIC };
+static fh_loss_half_pick fh_loss_half_choice(bool reference_sizes) {
   const char* e = getenv("FH_LOSS_HALF");
-  return e && *e && strcmp(e, "0") != 0;
+  if (!e || !*e) return reference_sizes ? FH_HALF_EXACT : FH_HALF_OFF;
+  if (!strcmp(e, "0")) return FH_HALF_OFF;
+  if (!strcmp(e, "generic")) return FH_HALF_GENERIC;
+  if (!reference_sizes) return FH_HALF_OFF;
+  if (!strcmp(e, "exact4")) return FH_HALF_EXACT4;
+  if (!strcmp(e, "packed")) return FH_HALF_PACKED;
+  return FH_HALF_EXACT;
 }
 
 /* Per warp in dynamic shared memory: the three staged head rows (online(s), online(s'), target(s')),
@@ -1058,6 +1065,13 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   for (int d = 0; d < NB; ++d) {
     const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
+#ifndef FH_LOSS_HALF_NO_AD_FENCE
+    /* ptxas (CUDA 13.0, sm_90, -O3 and -O1) miscompiles the select of the taken action's row below (osel) when n_d
+     * is a compile-time constant, i.e. the clamp gives ad a known range: the EXACT instances then pick wrong
+     * values while -Xptxas -O0, or n_d made opaque, gives the right ones (bench/gpu/loss_probe.cu shows it;
+     * FH_LOSS_HALF_NO_AD_FENCE reproduces it). The clamped index is made opaque to that analysis. */
+    if constexpr (EXACT) asm volatile("" : "+r"(ad[d]));
+#endif
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
     float ta[MS][K], oa[MS][K];
@@ -1082,7 +1096,12 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
         }
       mt[d][k] = y * inv_n[d];
       mo[d][k] = z * inv_n[d];
+#ifdef FH_LOSS_HALF_OSEL_RELOAD /* bench/gpu/loss_probe.cu: the taken action's row read again instead */
+      osel[d][k] = fh_half_ld(po + ad[d] * atoms + jc[k]);
+      (void)o;
+#else
       osel[d][k] = o;
+#endif
     }
   }
 
@@ -1290,16 +1309,17 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
     /* bf16 mode (bf16 GEMM operands): approximate math; fp32 mode: the exact kernel, always */
     if constexpr (std::is_same<T, fh_bf16>::value) {
       if (fh_loss_fast_math_allowed()) {
-        if (fh_loss_half_allowed() && maxn <= 4) {
+        const bool ref = on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3;
+        const fh_loss_half_pick pick = maxn <= 4 ? fh_loss_half_choice(ref) : FH_HALF_OFF;
+        if (pick != FH_HALF_OFF) {
           const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
-          const bool ref = on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3;
-          if (ref && fh_env_is("FH_LOSS_HALF", "exact"))
+          if (pick == FH_HALF_EXACT)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
-          else if (ref && fh_env_is("FH_LOSS_HALF", "exact4"))
+          else if (pick == FH_HALF_EXACT4)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
-          else if (ref && fh_env_is("FH_LOSS_HALF", "packed"))
+          else if (pick == FH_HALF_PACKED)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
           else

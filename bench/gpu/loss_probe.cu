@@ -1,7 +1,7 @@
 /*
  * loss_probe.cu — the bf16 C51 loss kernels of kernels/loss.cu side by side on one random batch (a GPU
  * host tool, no library and no Node): every FH_LOSS_HALF instance against the warp-per-sample kernel
- * (FH_LOSS_HALF unset), with the mismatches of the gradient rows counted by head, action, atom group,
+ * (FH_LOSS_HALF=0), with the mismatches of the gradient rows counted by head, action, atom group,
  * sample parity and disc == 0, the first few printed, and each launch timed.
  *
  *   nvcc -O3 -lineinfo --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -Ikernels -Inative/include \
@@ -161,8 +161,7 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e1));
 
   auto run = [&](const std::string& half, Out& o) -> int {
-    if (half.empty()) unsetenv("FH_LOSS_HALF");
-    else setenv("FH_LOSS_HALF", half.c_str(), 1);
+    setenv("FH_LOSS_HALF", half.c_str(), 1);
     for (int h = 0; h < heads; ++h) CK(cudaMemset(d_g[h], 0xFF, (size_t)B * ld[h] * 2));  /* NaN: unwritten */
     CK(cudaMemset(d_wloss, 0xFF, B * 4));
     CK(cudaMemset(d_signal, 0xFF, B * 4));
@@ -196,7 +195,7 @@ int main(int argc, char** argv) {
   };
 
   Out ref;
-  if (int rc = run("", ref)) return rc;
+  if (int rc = run("0", ref)) return rc;
   printf("loss probe: B %d, atoms %d, branches 3,4,3, target rows %s, disc 0 in %d samples\n", B, atoms,
          cache ? "through a row map" : "direct", disc0);
   printf("%-10s %9s %12s %12s %12s %10s %10s\n", "variant", "us", "max|dwloss|", "max|dsig|", "grad relL2", "bad grad",

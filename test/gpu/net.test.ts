@@ -160,6 +160,29 @@ describe('alternative kernels of the train step agree', () => {
     const b = lossGradWith(cfg, 0, { FH_LOSS_FAST: '0' }, SEED + 211, 64);
     expectClose(a, b, 1e-5, 1e-2);
   });
+  // bf16 mode: the half-warp C51 loss (two samples a warp, the action slots packed; the default for the reference's
+  // branch sizes 3, 4, 3, which it has compiled in) against the one-warp kernel (FH_LOSS_HALF=0), with its other
+  // instances: exact4 (4 blocks per SM), packed (the run-time sizes, packed slots) and generic (the run-time-size
+  // instance, for any branches of <= 4 actions). B odd: a warp's second half has no sample. Other shapes (17 atoms,
+  // branches 3, 2, 3 with actions past a branch, clamped) run the warp kernel by default and the generic instance.
+  // This comparison caught a ptxas miscompile of the compiled-in instance (kernels/loss.cu, bench/gpu/loss_probe.cu).
+  const halfCases: [string, string[], string[]][] = [
+    ['atoms 51, branches 3,4,3', ['agent.atoms=51'], ['', 'exact4', 'packed', 'generic']],
+    ['atoms 17, branches 3,4,3', ['agent.atoms=17'], ['', 'exact4', 'packed', 'generic']],
+    ['atoms 51, branches 3,2,3', ['agent.atoms=51', 'env.branch_sizes=[3,2,3]'], ['generic']],
+    ['atoms 17, branches 3,2,3', ['agent.atoms=17', 'env.branch_sizes=[3,2,3]'], ['generic']],
+  ];
+  for (const [name, sets, picks] of halfCases) {
+    for (const pick of picks) {
+      test(`bf16, ${name}: half-warp C51 loss (${pick || 'default'}) == one-warp loss (FH_LOSS_HALF=0)`, () => {
+        const cfg = tinyConfig(sets);
+        const a = lossGradWith(cfg, 0, pick ? { FH_LOSS_HALF: pick } : {}, SEED + 221, 63);
+        const b = lossGradWith(cfg, 0, { FH_LOSS_HALF: '0' }, SEED + 221, 63);
+        expect(a.g.every(Number.isFinite)).toBe(true);
+        expectClose(a, b, 1e-5, 1e-2);
+      });
+    }
+  }
   // The fp32 mode always runs the exact kernel: FH_LOSS_FAST changes no bit there.
   test('fp32 deterministic: FH_LOSS_FAST=0 changes nothing, bit for bit', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
