@@ -918,10 +918,10 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  *     each select around it serves two samples; so does the per-sample scalar work (row addresses, act,
  *     the constants 1/n, dz, 1/dz, the argmax, the outputs);
  *   - the action slots are packed to the branch sizes N0 + N1 + N2 (10 for the reference's 3, 4, 3, not
- *     3 x 4 = 12), so no load, exp or shuffle goes to a slot past a branch's end. EXACT kernels know n_d
- *     (= N_d) and nb at compile time, which drops the predicates of the loads, the selects of the dueling
- *     means and the argmax and the run-time row offsets (about a quarter of the instructions); the
- *     others take any n_d <= N_d at run time (slots past n_d load nothing and are never chosen).
+ *     3 x 4 = 12), so no load, exp or shuffle goes to a slot past a branch's end. EXACT kernels know nb
+ *     at compile time and that n_d = N_d (n_d itself is kept opaque, as the load predicates: a ptxas
+ *     miscompile, see below), which drops the per-branch row selects and the run-time loops over branches;
+ *     the others take any n_d <= N_d at run time (slots past n_d load nothing and are never chosen).
  * Registers: the arrays indexed by atom double, all statically indexed; launch bounds keep the exact
  * instance at the warp kernel's 80 registers (6 blocks per SM) and the generic one at 128 (4 blocks),
  * both without spills. Branches of 5..8 actions stay on fh_c51_loss_fastmath_kernel (N_d = 8 spills).
@@ -931,13 +931,6 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
 #ifdef FH_LOSS_HALF_DEBUG
 __device__ float fh_loss_half_dbg[32 * 64];
-#endif
-#ifdef FH_LOSS_HALF_PLAIN_LD /* bench/gpu/loss_probe.cu: generic loads instead of the read-only path */
-template <typename L>
-static __device__ __forceinline__ float fh_half_ld(const L* p) { return fh_to_f32(*p); }
-#else
-template <typename L>
-static __device__ __forceinline__ float fh_half_ld(const L* p) { return fh_ldg_f32(p); }
 #endif
 
 template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
@@ -963,11 +956,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   const bool live = i0 + (lane >> 4) < B;
   const int i = live ? i0 + (lane >> 4) : B - 1;
   const int64_t ti = fh_view_row(tg_sn, i);  /* target(s')'s row: the sample's, or its slot's in the cache */
-  int nb = EXACT ? NBX : on_s.nb;
-  const int atoms = on_s.atoms;
-#ifdef FH_LOSS_HALF_HIDE_NB /* bench/gpu/loss_probe.cu: the compiled-in nb made opaque to the optimiser */
-  asm volatile("" : "+r"(nb));
-#endif
+  const int nb = EXACT ? NBX : on_s.nb, atoms = on_s.atoms;
   bool ok[K];
   int jc[K];  /* in-row columns of this lane's atoms: loads are unconditional (values past the end unused) */
 #pragma unroll
@@ -982,8 +971,13 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     n[d] = EXACT ? NS[d] : (d < nb ? on_s.n[d] : 0);
-#ifdef FH_LOSS_HALF_HIDE_N /* bench/gpu/loss_probe.cu: the compiled-in n_d made opaque */
-    asm volatile("" : "+r"(n[d]));
+#ifndef FH_LOSS_HALF_NO_N_FENCE
+    /* With n_d a compile-time constant here, ptxas (CUDA 13.0, sm_90, at -O3 and -O1; -O0 is right) miscompiles
+     * this kernel: the online(s) rows' taken-action logits come out wrong (bench/gpu/loss_probe.cu finds it, with
+     * the first warp's intermediates; FH_LOSS_HALF_NO_N_FENCE reproduces it). n_d is made opaque to the
+     * optimisers instead: the slots stay packed to the compiled-in sizes and nb stays constant, the loads of a
+     * branch's actions are predicated on n_d again. */
+    if constexpr (EXACT) asm volatile("" : "+r"(n[d]));
 #endif
     inv_n[d] = fh_rcp_refined(n[d] > 0 ? (float)n[d] : 1.0f);
   }
@@ -998,7 +992,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   {
     float nv[K], xn[NA][K], mn[NB][K], mx[NA];
 #pragma unroll
-    for (int k = 0; k < K; ++k) nv[k] = fh_half_ld(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
+    for (int k = 0; k < K; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
 #pragma unroll
     for (int d = 0; d < NB; ++d) {
       const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
@@ -1006,7 +1000,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       for (int a = 0; a < MS; ++a)
         if (a < NS[d]) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_half_ld(p + a * atoms + jc[k]) : 0.0f;
+          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_ldg_f32(p + a * atoms + jc[k]) : 0.0f;
         }
     }
     /* dueling means over actions (sum in action order, times 1/n) */
@@ -1058,20 +1052,13 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   int ad[NB];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    tv[k] = fh_half_ld(tg_sn.v + ti * tg_sn.ldv + jc[k]);
-    ov[k] = fh_half_ld(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
+    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
+    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
   }
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
     ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
-#ifndef FH_LOSS_HALF_NO_AD_FENCE
-    /* ptxas (CUDA 13.0, sm_90, -O3 and -O1) miscompiles the select of the taken action's row below (osel) when n_d
-     * is a compile-time constant, i.e. the clamp gives ad a known range: the EXACT instances then pick wrong
-     * values while -Xptxas -O0, or n_d made opaque, gives the right ones (bench/gpu/loss_probe.cu shows it;
-     * FH_LOSS_HALF_NO_AD_FENCE reproduces it). The clamped index is made opaque to that analysis. */
-    if constexpr (EXACT) asm volatile("" : "+r"(ad[d]));
-#endif
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
     float ta[MS][K], oa[MS][K];
@@ -1080,8 +1067,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       if (a < NS[d]) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          ta[a][k] = a < n[d] ? fh_half_ld(pt + a * atoms + jc[k]) : 0.0f;
-          oa[a][k] = a < n[d] ? fh_half_ld(po + a * atoms + jc[k]) : 0.0f;
+          ta[a][k] = a < n[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
+          oa[a][k] = a < n[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
         }
       }
 #pragma unroll
@@ -1096,12 +1083,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
         }
       mt[d][k] = y * inv_n[d];
       mo[d][k] = z * inv_n[d];
-#ifdef FH_LOSS_HALF_OSEL_RELOAD /* bench/gpu/loss_probe.cu: the taken action's row read again instead */
-      osel[d][k] = fh_half_ld(po + ad[d] * atoms + jc[k]);
-      (void)o;
-#else
       osel[d][k] = o;
-#endif
     }
   }
 
@@ -1124,7 +1106,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] + astar * atoms : nullptr;
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_half_ld(pt + jc[k]) - mt[d][k] : -INFINITY;
+      xt[d][k] = ok[k] && d < nb ? tv[k] + fh_ldg_f32(pt + jc[k]) - mt[d][k] : -INFINITY;
   }
   float ts[NB];
   fh_fm_softmax_parts<NB, K, O>(xt, xt, tm, ts, lane);
