@@ -47,8 +47,9 @@ static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0")
 /* The bf16-mode C51 kernel for branches of <= 4 actions: by default the half-warp kernel's instance with the
  * reference's branch sizes (3, 4, 3) compiled in where they match, else the warp-per-sample kernel.
  * FH_LOSS_HALF (read at each launch, like FH_LOSS_FAST; for A/B comparisons and tests): =0 the warp kernel
- * everywhere; =exact (or any value not named here) the default; =exact4 / =packed other instances for the reference sizes (4 blocks per SM; the run-time sizes
- * with the slots packed); =generic the run-time-size instance for every shape. */
+ * everywhere; =exact (or any value not named here) the default; =exact4 / =packed other instances for the
+ * reference sizes (4 blocks per SM; the run-time sizes with the slots packed); =generic the run-time-size
+ * instance for every shape. */
 enum fh_loss_half_pick { FH_HALF_OFF, FH_HALF_EXACT, FH_HALF_EXACT4, FH_HALF_PACKED, FH_HALF_GENERIC };
 static fh_loss_half_pick fh_loss_half_choice(bool reference_sizes) {
   const char* e = getenv("FH_LOSS_HALF");
@@ -966,7 +967,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   }
   const float vmin = on_s.v_min, vmax = on_s.v_max;
   const float inv_nb = fh_rcp_refined((float)nb);
-  int n[NB], nr[NB];  /* <= NS[d]; 0 past nb (nr: the same, for the rows of target(s') and online(s)) */
+  int n[NB];  /* <= NS[d]; 0 past nb */
   float inv_n[NB];
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
@@ -977,15 +978,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
      * the first warp's intermediates; FH_LOSS_HALF_NO_N_FENCE reproduces it). n_d is made opaque to the
      * optimisers instead: the slots stay packed to the compiled-in sizes and nb stays constant, the loads of a
      * branch's actions are predicated on n_d again. */
-#ifdef FH_LOSS_HALF_FENCE_ROWS /* bench/gpu/loss_probe.cu: only the rows block's copy opaque */
-    nr[d] = n[d];
-    if constexpr (EXACT) asm volatile("" : "+r"(nr[d]));
-#else
     if constexpr (EXACT) asm volatile("" : "+r"(n[d]));
-    nr[d] = n[d];
-#endif
-#else
-    nr[d] = n[d];
 #endif
     inv_n[d] = fh_rcp_refined(n[d] > 0 ? (float)n[d] : 1.0f);
   }
@@ -1066,7 +1059,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
-    ad[d] = a0 < 0 ? 0 : (a0 >= nr[d] ? nr[d] - 1 : a0);
+    ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
     float ta[MS][K], oa[MS][K];
@@ -1075,8 +1068,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       if (a < NS[d]) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          ta[a][k] = a < nr[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
-          oa[a][k] = a < nr[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
+          ta[a][k] = a < n[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
+          oa[a][k] = a < n[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
         }
       }
 #pragma unroll
@@ -1084,7 +1077,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       float y = 0.0f, z = 0.0f, o = 0.0f;
 #pragma unroll
       for (int a = 0; a < MS; ++a)
-        if (a < NS[d] && a < nr[d]) {
+        if (a < NS[d] && a < n[d]) {
           y += ta[a][k];
           z += oa[a][k];
           if (a == ad[d]) o = oa[a][k];

@@ -8,20 +8,19 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; P=$OUT/probe; mkdir -p $P
 NV="nvcc -O3 -lineinfo --expt-relaxed-constexpr -std=c++17 -gencode=arch=compute_90,code=sm_90 -Ikernels -Inative/include"
 # o3: as the library builds it; nofence: without the workaround of kernels/loss.cu (the ptxas miscompile);
-# pO0: that at ptxas -O0 (right, slow); dbg: nofence with the first warp's intermediates dumped; fencerows: the
-# workaround on the target(s') and online(s) rows only
+# pO0: that at ptxas -O0 (right, slow); dbg: nofence with the first warp's intermediates dumped
 declare -A FLAGS=([o3]="" [nofence]="-DFH_LOSS_HALF_NO_N_FENCE" [pO0]="-Xptxas -O0 -DFH_LOSS_HALF_NO_N_FENCE"
-  [dbg]="-DFH_LOSS_HALF_DEBUG -DFH_LOSS_HALF_NO_N_FENCE" [fencerows]="-DFH_LOSS_HALF_FENCE_ROWS")
-for v in ${PROBE_RUNS:-o3 nofence fencerows}; do
+  [dbg]="-DFH_LOSS_HALF_DEBUG -DFH_LOSS_HALF_NO_N_FENCE")
+for v in ${PROBE_RUNS:-o3 nofence}; do
   ( $NV ${FLAGS[$v]} bench/gpu/loss_probe.cu -o $P/probe-$v >$P/build-$v.log 2>&1 || echo "build $v failed: $(head -3 $P/build-$v.log)" ) &
 done
 wait
-for v in ${PROBE_RUNS:-o3 nofence fencerows}; do
+for v in ${PROBE_RUNS:-o3 nofence}; do
   [ -x $P/probe-$v ] || continue
   for args in "16384 51 1" "63 51 0" "4096 17 1"; do
     timeout 60 $P/probe-$v $args >$P/run-$v-${args// /_}.log 2>&1; rc=$?
     echo "== $v ($args): rc $rc"
-    grep -E '^(warp|packed|exact4|exact|generic) ' $P/run-$v-${args// /_}.log | cut -c1-110
+    grep -E '^(warp|packed|exact4|exact8|exact|generic) ' $P/run-$v-${args// /_}.log | cut -c1-110
     [ "$args" = "16384 51 1" ] && grep -E '^  (bad loss|dbg)' $P/run-$v-${args// /_}.log | head -24
   done
 done

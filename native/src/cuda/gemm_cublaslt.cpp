@@ -263,6 +263,12 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
     size_t wsb = kWorkspaceBytes;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    /* FH_GEMM_REDUCTION=<mask> (A/B measurement): only split-K reduction schemes in the mask (cublasLtReductionScheme_t
+     * bits: 1 in place, 2 in the compute type, 4 in the output type; 0: no split-K reduction at all) */
+    if (const char* rm = getenv("FH_GEMM_REDUCTION")) {
+      const uint32_t mask = (uint32_t)strtoul(rm, nullptr, 0);
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+    }
     if (al_a < 256 || al_b < 256 || al_c < 256) { /* (a failure here shows as the matmul's own error) */
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);

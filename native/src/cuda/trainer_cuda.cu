@@ -77,6 +77,12 @@
 
 /* Train steps the host may queue ahead of the last step whose scalars it has read. */
 static constexpr int64_t kRunAhead = 4;
+/* FH_RUN_AHEAD=<n> (1..64; A/B measurement) overrides it, read at each epoch */
+static int64_t run_ahead() {
+  const char* e = getenv("FH_RUN_AHEAD");
+  const long v = e ? strtol(e, nullptr, 10) : 0;
+  return v >= 1 && v <= 64 ? (int64_t)v : kRunAhead;
+}
 
 struct fh_host_market {
   std::vector<float> features;
@@ -882,6 +888,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
   int64_t checked = t->train_step;
   int32_t launched = 0, bad_step = -1;
+  const int64_t ahead = run_ahead();
   for (int32_t k = 0; k < steps && bad_step < 0; ++k) {
     const unsigned f = step_flags(t, k, steps);
     if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
@@ -893,7 +900,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     /* keep at most kRunAhead steps queued: wait (polling mapped memory, no CUDA synchronisation) until
      * step k - kRunAhead + 1 is recorded; the device still has the later steps to run meanwhile */
     int64_t done = *reinterpret_cast<volatile int64_t*>(t->h_done);
-    while (t->train_step + launched - done > kRunAhead) {
+    while (t->train_step + launched - done > ahead) {
       const cudaError_t q = cudaStreamQuery(st);
       if (q != cudaErrorNotReady) {
         if (q != cudaSuccess) {
