@@ -910,7 +910,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   }
 }
 
-/* ---- the approximate-math C51 loss, two samples per warp, for bf16 mode (FH_LOSS_HALF, on by default there) ----
+/* ---- the approximate-math C51 loss, two samples per warp, for bf16 mode (the reference's branch sizes; FH_LOSS_HALF) ----
  * fh_c51_loss_fastmath_kernel's math with a half-warp (16 lanes) per sample, lane l16 owning atoms
  * l16 + 16 k (k < 4). The elementwise work per sample is the same (64 atom slots either way); what
  * shrinks is the rest:
@@ -924,8 +924,8 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  *     miscompile, see below), which drops the per-branch row selects and the run-time loops over branches;
  *     the others take any n_d <= N_d at run time (slots past n_d load nothing and are never chosen).
  * Registers: the arrays indexed by atom double, all statically indexed; launch bounds keep the exact
- * instance at the warp kernel's 80 registers (6 blocks per SM) and the generic one at 128 (4 blocks),
- * both without spills. Branches of 5..8 actions stay on fh_c51_loss_fastmath_kernel (N_d = 8 spills).
+ * instance at the warp kernel's 80 registers (6 blocks per SM; ptxas spills 20 bytes) and the others at 128
+ * (4 blocks; the generic one without spills, odd as it is, the 3, 4, 3 ones spill more there). Branches of 5..8 actions stay on fh_c51_loss_fastmath_kernel (N_d = 8 spills).
  * The reductions add in another order than the warp kernel's, so results agree with it to float
  * rounding; deterministic run to run. B odd: the second half of the last warp computes sample B - 1 again
  * (its loads stay in bounds and its lanes take part in every full-warp shuffle) and writes nothing. */
