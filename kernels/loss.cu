@@ -38,6 +38,24 @@
 
 static constexpr int kLossMaxWarps = 4;
 
+/* Branch d's advantage row `row` of view h; branch 0's where d >= nb (the register kernels' loads stay in
+ * bounds there and their values are never used). */
+template <typename L>
+static __device__ __forceinline__ const L* fh_adv_row(const fh_heads_view_t<L>& h, int d, int nb, int64_t row) {
+  return d < nb ? h.a[d] + row * h.lda[d] : h.a[0] + row * h.lda[0];
+}
+/* Branch d's taken action of sample i (act is (B, 3)), clamped into the branch's n actions; 0 past nb. */
+static __device__ __forceinline__ int fh_taken_action(const int32_t* __restrict__ act, int64_t i, int d, int nb, int n) {
+  const int a = d < nb ? act[i * 3 + d] : 0;
+  return a < 0 ? 0 : (a >= n ? n - 1 : a);
+}
+/* A row's values at this lane's columns jc (the register kernels' unconditional loads). */
+template <int K, typename L>
+static __device__ __forceinline__ void fh_load_cols(const L* row, const int (&jc)[K], float (&out)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) out[k] = fh_ldg_f32(row + jc[k]);
+}
+
 /* FH_LOSS_KERNEL=general forces the general (shared-memory, serial projection) kernel everywhere
  * (read at each launch, i.e. when a graph is captured; for comparisons). */
 static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "general"); }
@@ -250,8 +268,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     const int n = d < nb ? on_s.n[d] : 0;
-    int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
-    ad[d] = a0 < 0 ? 0 : (a0 >= n ? n - 1 : a0);
+    ad[d] = fh_taken_action(act, i, d, nb, n);
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : nullptr;
     const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : nullptr;
 #pragma unroll
@@ -669,7 +686,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     for (int k = 0; k < 2; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
 #pragma unroll
     for (int d = 0; d < NB; ++d) {
-      const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
+      const L* p = fh_adv_row(on_sn, d, nb, i);
 #pragma unroll
       for (int a = 0; a < MAXN; ++a)
 #pragma unroll
@@ -718,17 +735,13 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
   float tv[2], ov[2];
   float ta[NB][MAXN][2], oa[NB][MAXN][2], osel[NB][2] = {};
   int ad[NB];
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
-    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
-  }
+  fh_load_cols(tg_sn.v + ti * tg_sn.ldv, jc, tv);
+  fh_load_cols(on_s.v + (int64_t)i * on_s.ldv, jc, ov);
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
-    const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
-    ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
-    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
-    const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
+    ad[d] = fh_taken_action(act, i, d, nb, n[d]);
+    const L* pt = fh_adv_row(tg_sn, d, nb, ti);
+    const L* po = fh_adv_row(on_s, d, nb, i);
 #pragma unroll
     for (int a = 0; a < MAXN; ++a)
 #pragma unroll
@@ -996,7 +1009,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     for (int k = 0; k < K; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
 #pragma unroll
     for (int d = 0; d < NB; ++d) {
-      const L* p = d < nb ? on_sn.a[d] + (int64_t)i * on_sn.lda[d] : on_sn.a[0] + (int64_t)i * on_sn.lda[0];
+      const L* p = fh_adv_row(on_sn, d, nb, i);
 #pragma unroll
       for (int a = 0; a < MS; ++a)
         if (a < NS[d]) {
@@ -1051,17 +1064,13 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
    * the taken action's row is kept (osel), of target(s') nothing (the chosen row is read again below) */
   float tv[K], ov[K], mt[NB][K], mo[NB][K], osel[NB][K];
   int ad[NB];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    tv[k] = fh_ldg_f32(tg_sn.v + ti * tg_sn.ldv + jc[k]);
-    ov[k] = fh_ldg_f32(on_s.v + (int64_t)i * on_s.ldv + jc[k]);
-  }
+  fh_load_cols(tg_sn.v + ti * tg_sn.ldv, jc, tv);
+  fh_load_cols(on_s.v + (int64_t)i * on_s.ldv, jc, ov);
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
-    const int a0 = d < nb ? act[(int64_t)i * 3 + d] : 0;
-    ad[d] = a0 < 0 ? 0 : (a0 >= n[d] ? n[d] - 1 : a0);
-    const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] : tg_sn.a[0] + ti * tg_sn.lda[0];
-    const L* po = d < nb ? on_s.a[d] + (int64_t)i * on_s.lda[d] : on_s.a[0] + (int64_t)i * on_s.lda[0];
+    ad[d] = fh_taken_action(act, i, d, nb, n[d]);
+    const L* pt = fh_adv_row(tg_sn, d, nb, ti);
+    const L* po = fh_adv_row(on_s, d, nb, i);
     float ta[MS][K], oa[MS][K];
 #pragma unroll
     for (int a = 0; a < MS; ++a)
