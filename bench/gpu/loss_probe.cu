@@ -39,16 +39,17 @@ static double urand() {
 }
 static float nrand() { return (float)(sqrt(-2.0 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand())); }
 
+/* bf16 bits <-> float on the host through cuda_bf16.h's host-callable conversions (round to nearest even) */
 static float bf2f(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
+  fh_bf16 h;
+  memcpy(&h, &b, 2);
+  return __bfloat162float(h);
 }
 static uint16_t f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  const fh_bf16 h = __float2bfloat16_rn(f);
+  uint16_t b;
+  memcpy(&b, &h, 2);
+  return b;
 }
 
 struct Out {

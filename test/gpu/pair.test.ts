@@ -1,11 +1,11 @@
 /**
- * The paired batch layout (native/src/cuda/replay.h fh_pair_block, kernels/collect.cu replay_gather_pair): in bf16
+ * The paired batch layout (kernels/net_kernels.cuh fh_pair_layout, kernels/collect.cu replay_gather_pair): in bf16
  * mode with the target cache, a batch's s and s' share their market rows in one block per sample, and layer 1 reads
- * s (account first) with W1's columns rotated, s' in the usual order. Checked through the CUDA-only test entry
- * fh_test_trainer_pair_gather (native/src/cuda/trainer_cuda.cu) on a trainer after real epochs: both runs of every
- * block equal the usual gather's rows bit for bit (s' wherever no episode ended inside the n steps), and the rotated
- * W1 equals the online shadow's after the optimiser's steps and after set_params. Training with the layout agrees
- * with FH_PAIRED=0 within bf16 tolerance.
+ * the s run and the s' run of each block against two copies of W1 with the columns placed to match (w1s, w1n).
+ * Checked through the CUDA-only test entry fh_test_trainer_pair_gather (native/src/cuda/trainer_cuda.cu) on a trainer
+ * after real epochs: both runs of every block equal the usual gather's rows bit for bit (s' wherever no episode ended
+ * inside the n steps), and the placed W1 copies equal the online shadow's W1 after the optimiser's steps and after
+ * set_params. Training with the layout agrees with FH_PAIRED=0 within bf16 tolerance.
  */
 import koffi from 'koffi';
 import { describe, expect, test } from 'vitest';
@@ -47,7 +47,7 @@ describe('the paired batch layout', () => {
   const m = nativeMarket(market(cfg));
   const env = { FH_TARGET_CACHE: '1', FH_PAIRED: undefined };
 
-  test("its blocks hold the usual gather's s and s' rows bit for bit; W1's rotated copy follows the shadow", () => {
+  test("its blocks hold the usual gather's s and s' rows bit for bit; W1's placed copies follow the shadow", () => {
     const gpu = loadNative('cuda');
     withEnv(env, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
       expect(info(gpu, h).engine).toContain("paired s/s'");
@@ -63,14 +63,14 @@ describe('the paired batch layout', () => {
       expect(c.nextDiff, "s' rows (no episode end inside the n steps)").toBe(0);
       expect(c.ended, 'samples whose episode ended').toBeGreaterThan(0);
       expect(c.ended).toBeLessThan(c.samples);
-      expect(c.w1Diff, 'rotated W1 after the optimiser').toBe(0);
+      expect(c.w1Diff, 'placed W1 copies after the optimiser').toBe(0);
 
-      // new online weights through set_params: the rotated copy follows at once
+      // new online weights through set_params: the placed copies follow at once
       const P = Number(info(gpu, h).n_params);
       const w = new Float32Array(P);
       expect(gpu.fh_trainer_get_params(h, 0, w, P)).toBe(FhStatus.OK);
       expect(gpu.fh_trainer_set_params(h, 0, w.map((x) => 0.5 * x), P)).toBe(FhStatus.OK);
-      expect(pairCheck(gpu, h).w1Diff, 'rotated W1 after set_params').toBe(0);
+      expect(pairCheck(gpu, h).w1Diff, 'placed W1 copies after set_params').toBe(0);
     }));
   });
 

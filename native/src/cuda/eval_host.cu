@@ -121,6 +121,11 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
 struct fh_trade_sums {
   double gp = 0.0, gl = 0.0;
   int64_t trades = 0, won = 0, contracts = 0;
+  void count(const fh_eval_rec& r) { /* the integer counters (any order gives the same sums) */
+    trades += r.closed;
+    won += r.won;
+    contracts += r.traded;
+  }
 };
 static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
   constexpr int32_t kTile = 64;
@@ -135,9 +140,7 @@ static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
       const int32_t end = len[(size_t)k] < i1 ? len[(size_t)k] : i1;
       for (int32_t i = i0; i < end; ++i) {
         const fh_eval_rec& r = seg[i];
-        t.trades += r.closed;
-        t.won += r.won;
-        t.contracts += r.traded;
+        t.count(r);
         double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
         c[0] = r.gross_profit;
         c[1] = r.gross_loss;
@@ -153,11 +156,9 @@ static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
   }
   for (int32_t k = 0; k < ev.n_seg; ++k) {
     const fh_eval_rec& r = ev.h_flat_rec[k];
-    t.trades += r.closed;
-    t.won += r.won;
+    t.count(r);
     t.gp += r.gross_profit;
     t.gl += r.gross_loss;
-    t.contracts += r.traded;
   }
   *out = t;
 }
