@@ -92,4 +92,35 @@ describe('the paired batch layout', () => {
     expect(off.check.on).toBe(false);
     expectEpochLossesClose(on.stats, off.stats, 2e-3);
   });
+  test("FH_PAIR_SN_MASK=0 and =split (no ReLU masks for the s' rows) train as the default does", () => {
+    // the backward reads the masks of the s rows only; with them right the variants differ from the default by the
+    // rounding of GEMMs of other shapes, far less than one epoch's update of the weights. A wrong mask row (another
+    // half's, or none) changes the update by the order of the update itself.
+    const gpu = loadNative('cuda');
+    const run = (variant: string | undefined) =>
+      withEnv({ ...env, FH_PAIR_SN_MASK: variant }, () => withTrainer(gpu, cudaConfig(cfg, { deterministic: 1 }), m, (h) => {
+        const n = Number(info(gpu, h).n_params);
+        const get = () => {
+          const w = new Float32Array(n);
+          expect(gpu.fh_trainer_get_params(h, 0, w, n), gpu.fh_trainer_last_error(h) ?? '').toBe(FhStatus.OK);
+          return w;
+        };
+        const before = get();
+        const stats = runEpoch(gpu, h);
+        return { engine: info(gpu, h).engine, before, after: get(), stats };
+      }));
+    const base = run(undefined);
+    expect(base.engine).toContain("paired s/s'");
+    const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
+    const update = norm(base.after, base.before);
+    expect(update).toBeGreaterThan(0);
+    for (const v of ['0', 'split']) {
+      const r = run(v);
+      expect(norm(r.before, base.before), `${v}: same initial weights`).toBe(0);
+      const off = norm(r.after, base.after);
+      console.info(`FH_PAIR_SN_MASK=${v}: |w - w_default| / |update| = ${(off / update).toExponential(2)}`);
+      expect(off, `FH_PAIR_SN_MASK=${v}: |w - w_default| against the epoch's update ${update}`).toBeLessThan(0.05 * update);
+      expectEpochLossesClose([r.stats], [base.stats], 2e-2);
+    }
+  });
 });
