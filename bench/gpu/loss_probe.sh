@@ -8,9 +8,15 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; P=$OUT/probe; mkdir -p $P
 NV="nvcc -O3 -lineinfo --expt-relaxed-constexpr -std=c++17 -gencode=arch=compute_90,code=sm_90 -Ikernels -Inative/include"
 # o3: as the library builds it; nofence: without the workaround of kernels/loss.cu (the ptxas miscompile);
-# pO0: that at ptxas -O0 (right, slow); dbg: nofence with the first warp's intermediates dumped
+# pO0: that at ptxas -O0 (right, slow); dbg: nofence with the first warp's intermediates dumped; nf*: nofence under
+# other ptxas/cicc settings (which of them compile the kernel right without the workaround); nfnoexpf: the
+# workaround without ptxas's expensive optimisations
 declare -A FLAGS=([o3]="" [nofence]="-DFH_LOSS_HALF_NO_N_FENCE" [pO0]="-Xptxas -O0 -DFH_LOSS_HALF_NO_N_FENCE"
-  [dbg]="-DFH_LOSS_HALF_DEBUG -DFH_LOSS_HALF_NO_N_FENCE")
+  [dbg]="-DFH_LOSS_HALF_DEBUG -DFH_LOSS_HALF_NO_N_FENCE"
+  [nfO2]="-Xptxas -O2 -DFH_LOSS_HALF_NO_N_FENCE" [nfnoexp]="-Xptxas --allow-expensive-optimizations=false -DFH_LOSS_HALF_NO_N_FENCE"
+  [nfnomerge]="-Xptxas --dont-merge-basicblocks -DFH_LOSS_HALF_NO_N_FENCE"
+  [nfnoconst]="-Xptxas --disable-optimizer-constants -DFH_LOSS_HALF_NO_N_FENCE" [nfcicc1]="-Xcicc -O1 -DFH_LOSS_HALF_NO_N_FENCE"
+  [nfnoexpf]="-Xptxas --allow-expensive-optimizations=false")
 for v in ${PROBE_RUNS:-o3 nofence}; do
   ( $NV ${FLAGS[$v]} bench/gpu/loss_probe.cu -o $P/probe-$v >$P/build-$v.log 2>&1 || echo "build $v failed: $(head -3 $P/build-$v.log)" ) &
 done

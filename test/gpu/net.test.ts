@@ -321,6 +321,40 @@ describe('CUDA orchestration', () => {
     expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
   });
 
+  test('two-step graphs (FH_STEP_PAIRS=1) == one-step graphs, bit for bit, across hard target updates', () => {
+    // 13 steps an epoch and a hard update every 5 (the first step of a pair is never an update step, so pairs start
+    // on odd steps too), Q statistics on some steps
+    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
+    const m = nativeMarket(market(cfg));
+    const gpu = loadNative('cuda');
+    const run = (pairs: string | undefined) => withEnv({ FH_STEP_PAIRS: pairs }, () =>
+      withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+        const engine = info(gpu, h).engine;
+        const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
+        const P = Number(info(gpu, h).n_params);
+        const params = new Float32Array(P);
+        expect(gpu.fh_trainer_get_params(h, 0, params, P)).toBe(FhStatus.OK);
+        const target = new Float32Array(P);
+        expect(gpu.fh_trainer_get_params(h, 1, target, P)).toBe(FhStatus.OK);
+        return { engine, stats, params, target };
+      }));
+    const on = run('1');
+    const off = run(undefined);
+    expect(on.engine).toContain('step pairs');
+    expect(off.engine).not.toContain('step pairs');
+    for (let e = 0; e < 3; e++) {
+      const a = on.stats[e];
+      const b = off.stats[e];
+      if (a === undefined || b === undefined) throw new Error('missing epoch');
+      expect(a.global_step).toBe(13 * (e + 1));
+      for (const k of keys) expect(a[k], `epoch ${e + 1} ${String(k)}`).toStrictEqual(b[k]);
+      expect(a.val.total_pnl).toStrictEqual(b.val.total_pnl);
+      expect(a.host_syncs).toBe(1);
+    }
+    expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
+    expect(Buffer.from(on.target.buffer).equals(Buffer.from(off.target.buffer))).toBe(true);
+  });
+
   test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));

@@ -58,6 +58,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 #include <string>
 #include <vector>
@@ -147,6 +148,10 @@ struct fh_trainer {
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
+  /* FH_STEP_PAIRS=1 (A/B switch, read at create): two consecutive steps as one graph where the target does not
+   * change in the first (so nothing of the host runs between them), keyed by pair_key(flags k, flags k + 1) */
+  bool step_pairs = false;
+  std::map<unsigned, cudaGraphExec_t> g_pair;
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
    * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
@@ -422,6 +427,12 @@ typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
 static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
 static fh_status seq_train(fh_trainer* t, int flags) { return launch_train_step(t, (unsigned)flags); }
 static fh_status seq_eval(fh_trainer* t, int) { return launch_eval(t); }
+/* two consecutive train steps (FH_STEP_PAIRS): arg = pair_key(flags of the first, flags of the second) */
+static unsigned pair_key(unsigned fa, unsigned fb) { return fa | fb << 6; }
+static fh_status seq_train2(fh_trainer* t, int arg) {
+  FH_TRY(launch_train_step(t, (unsigned)arg & 63u));
+  return launch_train_step(t, ((unsigned)arg >> 6) & 63u);
+}
 
 /* Capture one launch sequence on stream s into an instantiated graph. */
 static fh_status capture(fh_trainer* t, cudaStream_t s, fh_seq_fn fn, int arg, cudaGraphExec_t* out, const char* what) {
@@ -457,6 +468,9 @@ static void destroy_all(fh_trainer* t) {
     if (g) cudaGraphExecDestroy(g);
   for (auto g : t->g_step)
     if (g) cudaGraphExecDestroy(g);
+  for (auto& g : t->g_pair)
+    if (g.second) cudaGraphExecDestroy(g.second);
+  t->g_pair.clear();
   if (t->have_ev) fh_cuda_eval_free(&t->ev);
   for (int i = 0; i < 2; ++i)
     if (t->have_bb[i]) fh_cuda_batch_free(&t->bb[i]);
@@ -713,6 +727,20 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
         snprintf(what, sizeof what, "train-step graph capture (variant 0x%x)", f);
         FH_TRY(capture(t, train_stream(t), seq_train, (int)f, &t->g_step[f], what));
       }
+    /* the pairs (k, k + 1) the epoch loop launches: the target unchanged in step k, either way in k - 1 and k + 1 */
+    t->step_pairs = fh_env_is("FH_STEP_PAIRS", "1");
+    for (int32_t k = 0; t->step_pairs && k + 1 < c.train_steps; ++k)
+      for (int ch = 0; ch < 4; ++ch) {
+        const unsigned fa = step_flags_given(t, k, c.train_steps, (ch & 1) != 0, false);
+        const unsigned fb = step_flags_given(t, k + 1, c.train_steps, false, (ch & 2) != 0);
+        const unsigned key = pair_key(fa, fb);
+        if (t->g_pair.count(key)) continue;
+        char what[96];
+        snprintf(what, sizeof what, "train-step pair graph capture (variants 0x%x, 0x%x)", fa, fb);
+        cudaGraphExec_t g = nullptr;
+        FH_TRY(capture(t, train_stream(t), seq_train2, (int)key, &g, what));
+        t->g_pair[key] = g;
+      }
     if (t->ev.n_seg > 0 && !t->ev.fused.on)
       FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
     TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
@@ -836,6 +864,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
   if (t->pair && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
+  if (!t->g_pair.empty() && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step pairs");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
@@ -889,11 +919,22 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   int64_t checked = t->train_step;
   int32_t launched = 0, bad_step = -1;
   const int64_t ahead = run_ahead();
-  for (int32_t k = 0; k < steps && bad_step < 0; ++k) {
+  for (int32_t k = 0; k < steps && bad_step < 0;) {
     const unsigned f = step_flags(t, k, steps);
-    if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
-    else TR_TRY(t, launch_train_step(t, f), "train step");
-    ++launched;
+    /* FH_STEP_PAIRS: steps k and k + 1 as one graph when the target stays in step k */
+    const auto pair = t->step_pairs && k + 1 < steps && !target_changes(t, k)
+                          ? t->g_pair.find(pair_key(f, step_flags(t, k + 1, steps)))
+                          : t->g_pair.end();
+    if (pair != t->g_pair.end()) {
+      TR_CUDA(t, cudaGraphLaunch(pair->second, st), "train-step pair graph launch");
+      k += 2;
+      launched += 2;
+    } else {
+      if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
+      else TR_TRY(t, launch_train_step(t, f), "train step");
+      ++k;
+      ++launched;
+    }
     /* a hard target update in this step (its Adam t = train_step + launched): the table follows */
     if (t->tp1.on && fh_target_mix(c.tau, c.target_update_every, t->train_step + launched) == 1.0f)
       TR_TRY(t, refresh_target_p1(t), "target first-layer table");
