@@ -321,13 +321,13 @@ describe('CUDA orchestration', () => {
     expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
   });
 
-  test('two-step graphs (FH_STEP_PAIRS=1) == one-step graphs, bit for bit, across hard target updates', () => {
-    // 13 steps an epoch and a hard update every 5 (the first step of a pair is never an update step, so pairs start
-    // on odd steps too), Q statistics on some steps
+  test('step groups (FH_STEP_GROUP = 2, the default, and 4) == one step a graph, bit for bit, across hard target updates', () => {
+    // 13 steps an epoch and a hard update every 5: a group ends at an update step, so groups start on every residue
+    // and epochs end in short groups; Q statistics on the last step
     const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
     const m = nativeMarket(market(cfg));
     const gpu = loadNative('cuda');
-    const run = (pairs: string | undefined) => withEnv({ FH_STEP_PAIRS: pairs }, () =>
+    const run = (group: string | undefined) => withEnv({ FH_STEP_GROUP: group }, () =>
       withTrainer(gpu, cudaConfig(cfg), m, (h) => {
         const engine = info(gpu, h).engine;
         const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
@@ -338,21 +338,22 @@ describe('CUDA orchestration', () => {
         expect(gpu.fh_trainer_get_params(h, 1, target, P)).toBe(FhStatus.OK);
         return { engine, stats, params, target };
       }));
-    const on = run('1');
-    const off = run(undefined);
-    expect(on.engine).toContain('step pairs');
-    expect(off.engine).not.toContain('step pairs');
-    for (let e = 0; e < 3; e++) {
-      const a = on.stats[e];
-      const b = off.stats[e];
-      if (a === undefined || b === undefined) throw new Error('missing epoch');
-      expect(a.global_step).toBe(13 * (e + 1));
-      for (const k of keys) expect(a[k], `epoch ${e + 1} ${String(k)}`).toStrictEqual(b[k]);
-      expect(a.val.total_pnl).toStrictEqual(b.val.total_pnl);
-      expect(a.host_syncs).toBe(1);
+    const one = run('1');
+    expect(one.engine).not.toContain('step groups');
+    for (const [group, runs] of [['2', run(undefined)], ['4', run('4')]] as const) {
+      expect(runs.engine).toContain(`step groups of ${group}`);
+      for (let e = 0; e < 3; e++) {
+        const a = runs.stats[e];
+        const b = one.stats[e];
+        if (a === undefined || b === undefined) throw new Error('missing epoch');
+        expect(a.global_step).toBe(13 * (e + 1));
+        for (const k of keys) expect(a[k], `group ${group}, epoch ${e + 1} ${String(k)}`).toStrictEqual(b[k]);
+        expect(a.val.total_pnl).toStrictEqual(b.val.total_pnl);
+        expect(a.host_syncs).toBe(1);
+      }
+      expect(Buffer.from(runs.params.buffer).equals(Buffer.from(one.params.buffer)), `group ${group} online`).toBe(true);
+      expect(Buffer.from(runs.target.buffer).equals(Buffer.from(one.target.buffer)), `group ${group} target`).toBe(true);
     }
-    expect(Buffer.from(on.params.buffer).equals(Buffer.from(off.params.buffer))).toBe(true);
-    expect(Buffer.from(on.target.buffer).equals(Buffer.from(off.target.buffer))).toBe(true);
   });
 
   test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {

@@ -92,10 +92,10 @@ describe('the paired batch layout', () => {
     expect(off.check.on).toBe(false);
     expectEpochLossesClose(on.stats, off.stats, 2e-3);
   });
-  test("FH_PAIR_SN_MASK=0 and =split (no ReLU masks for the s' rows) train as the default does", () => {
-    // the backward reads the masks of the s rows only; with them right the variants differ from the default by the
-    // rounding of GEMMs of other shapes, far less than one epoch's update of the weights. A wrong mask row (another
-    // half's, or none) changes the update by the order of the update itself.
+  test("without the s' rows' first-layer ReLU mask (the default) it trains as with it (FH_PAIR_SN_MASK=1)", () => {
+    // the backward reads the masks of the s rows only, so leaving out the s' rows' mask changes nothing but the
+    // GEMM's epilogue; a wrong mask row (another half's, or none) would change an epoch's update of the weights by
+    // the order of the update itself, so the check is against a twentieth of it (on the H200 the two are equal)
     const gpu = loadNative('cuda');
     const run = (variant: string | undefined) =>
       withEnv({ ...env, FH_PAIR_SN_MASK: variant }, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
@@ -110,17 +110,14 @@ describe('the paired batch layout', () => {
         return { engine: info(gpu, h).engine, before, after: get(), stats };
       }));
     const base = run(undefined);
+    const masked = run('1');
     expect(base.engine).toContain("paired s/s'");
     const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
     const update = norm(base.after, base.before);
     expect(update).toBeGreaterThan(0);
-    for (const v of ['0', 'split']) {
-      const r = run(v);
-      expect(norm(r.before, base.before), `${v}: same initial weights`).toBe(0);
-      const off = norm(r.after, base.after);
-      console.info(`FH_PAIR_SN_MASK=${v}: |w - w_default| / |update| = ${(off / update).toExponential(2)}`);
-      expect(off, `FH_PAIR_SN_MASK=${v}: |w - w_default| against the epoch's update ${update}`).toBeLessThan(0.05 * update);
-      expectEpochLossesClose([r.stats], [base.stats], 2e-2);
-    }
+    expect(norm(masked.before, base.before), 'same initial weights').toBe(0);
+    const off = norm(masked.after, base.after);
+    expect(off, `|w - w_masked| against the epoch's update ${update}`).toBeLessThan(0.05 * update);
+    expectEpochLossesClose([masked.stats], [base.stats], 2e-2);
   });
 });

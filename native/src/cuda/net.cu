@@ -350,22 +350,17 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool m = masks && (net->fused || net->relu_masks);
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
-  /* The paired training pass's s' rows (the second half) need no ReLU masks: the backward runs over the s rows.
-   * A/B switch FH_PAIR_SN_MASK, read at capture (bench/RESULTS.md, fourteenth session): unset, every layer writes
-   * the masks of all rows; "0" leaves out the first layer's s' mask; "split" also runs layer 2 and the heads' hidden
-   * layer as an s GEMM with masks and an s' GEMM without. */
-  const bool pair0 = p == 0 && which == 0 && net->pair;
-  const bool sn_split = pair0 && m && fh_env_is("FH_PAIR_SN_MASK", "split");
-  const bool sn_drop = sn_split || fh_env_is("FH_PAIR_SN_MASK", "0");
-  const int32_t Bh = B / 2;
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
-  } else if (pair0) {
+  } else if (p == 0 && which == 0 && net->pair) {
     /* paired layout: B/2 blocks; the s runs times w1s, the s' runs times w1n (fh_pair_layout) */
     if (B % 2 || !net->w1s) return FH_ERR_INVALID_ARGUMENT;
+    const int32_t Bh = B / 2;
     const fh_pair_layout& pl = net->pair_l;
     const fh_relu_mask m0 = m ? net->mask1 : none;
-    const fh_relu_mask m1 = m && !sn_drop ? fh_mask_rows(net->mask1, Bh) : none;
+    /* the s' runs need no ReLU mask (the backward runs over the s rows), so their GEMM writes none (bench/RESULTS.md,
+     * fourteenth session: 0.9 of its 29.8 µs); FH_PAIR_SN_MASK=1 (A/B switch, read at capture) writes it as before */
+    const fh_relu_mask m1 = m && fh_env_is("FH_PAIR_SN_MASK", "1") ? fh_mask_rows(net->mask1, Bh) : none;
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, x, pl.P, net->w1s, fh_byte_ptr(S, L.b1, op),
                        FH_EPI_RELU_BIAS, P.a1, op, L.h1, m0));
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, fh_byte_ptr(x, pl.mkt, op), pl.P, net->w1n,
@@ -375,20 +370,10 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
   }
-  /* a bias + ReLU layer over the B rows; with sn_split the s rows (the first half, the only ones the backward reads)
-   * and the s' rows run as two GEMMs, the second without the mask output */
-  auto relu_layer = [&](int N, int K, const void* in, int64_t w, int64_t b, void* out, const fh_relu_mask& mk) {
-    const void* W = fh_byte_ptr(S, w, op);
-    const void* bias = fh_byte_ptr(S, b, op);
-    if (!sn_split)
-      return fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, N, K, in, K, W, bias, FH_EPI_RELU_BIAS, out, op, N,
-                         m ? mk : none);
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, N, K, in, K, W, bias, FH_EPI_RELU_BIAS, out, op, N, mk));
-    return fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, N, K, fh_byte_ptr(in, (int64_t)Bh * K, op), K, W, bias,
-                       FH_EPI_RELU_BIAS, fh_byte_ptr(out, (int64_t)Bh * N, op), op, N, none);
-  };
-  FH_TRY(relu_layer(L.h2, L.h1, P.a1, L.W2, L.b2, P.a2, net->mask2));
-  FH_TRY(relu_layer(HH, L.h2, P.a2, L.WH, L.bH, P.ah, net->maskh));
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
+                     fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
+                     fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (train_pass && (net->knockout & FH_KO_HEADS)) {
   } else if (net->mma_heads) {
     /* all head outputs as one grouped launch on the main stream */

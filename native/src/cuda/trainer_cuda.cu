@@ -85,6 +85,14 @@ static int64_t run_ahead() {
   return v >= 1 && v <= 64 ? (int64_t)v : kRunAhead;
 }
 
+/* Train steps per graph launch at most (step groups; FH_STEP_GROUP=<1..8> overrides it, read at create). */
+static constexpr int32_t kStepGroup = 2;
+static int32_t step_group_n() {
+  const char* e = getenv("FH_STEP_GROUP");
+  const long v = e ? strtol(e, nullptr, 10) : 0;
+  return v >= 1 && v <= 8 ? (int32_t)v : kStepGroup;
+}
+
 struct fh_host_market {
   std::vector<float> features;
   std::vector<double> open, high, low, close, atr;
@@ -148,10 +156,12 @@ struct fh_trainer {
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
   cudaGraphExec_t g_step[64] = {};  /* train-step variants, indexed by TS_* flags (only those the epoch uses) */
-  /* FH_STEP_PAIRS=1 (A/B switch, read at create): two consecutive steps as one graph where the target does not
-   * change in the first (so nothing of the host runs between them), keyed by pair_key(flags k, flags k + 1) */
-  bool step_pairs = false;
-  std::map<unsigned, cudaGraphExec_t> g_pair;
+  /* Consecutive train steps as one graph (step groups): up to group_n steps (FH_STEP_GROUP=<1..8>, read at create;
+   * default kStepGroup) where the target changes in none but the last (the host refreshes the target's table after
+   * such a step), keyed by group_key(their flags); cap_group holds the flags of the group being captured */
+  int32_t group_n = 1;
+  std::map<uint64_t, cudaGraphExec_t> g_group;
+  std::vector<unsigned> cap_group;
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
    * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
@@ -427,11 +437,16 @@ typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
 static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
 static fh_status seq_train(fh_trainer* t, int flags) { return launch_train_step(t, (unsigned)flags); }
 static fh_status seq_eval(fh_trainer* t, int) { return launch_eval(t); }
-/* two consecutive train steps (FH_STEP_PAIRS): arg = pair_key(flags of the first, flags of the second) */
-static unsigned pair_key(unsigned fa, unsigned fb) { return fa | fb << 6; }
-static fh_status seq_train2(fh_trainer* t, int arg) {
-  FH_TRY(launch_train_step(t, (unsigned)arg & 63u));
-  return launch_train_step(t, ((unsigned)arg >> 6) & 63u);
+/* a step group's key: its length and every step's TS_* flags (6 bits each, at most 8 steps) */
+static uint64_t group_key(const std::vector<unsigned>& f) {
+  uint64_t key = f.size();
+  for (size_t j = 0; j < f.size(); ++j) key |= (uint64_t)(f[j] & 63u) << (4 + 6 * j);
+  return key;
+}
+/* the steps of t->cap_group in order (one capture) */
+static fh_status seq_group(fh_trainer* t, int) {
+  for (unsigned f : t->cap_group) FH_TRY(launch_train_step(t, f));
+  return FH_OK;
 }
 
 /* Capture one launch sequence on stream s into an instantiated graph. */
@@ -468,9 +483,9 @@ static void destroy_all(fh_trainer* t) {
     if (g) cudaGraphExecDestroy(g);
   for (auto g : t->g_step)
     if (g) cudaGraphExecDestroy(g);
-  for (auto& g : t->g_pair)
+  for (auto& g : t->g_group)
     if (g.second) cudaGraphExecDestroy(g.second);
-  t->g_pair.clear();
+  t->g_group.clear();
   if (t->have_ev) fh_cuda_eval_free(&t->ev);
   for (int i = 0; i < 2; ++i)
     if (t->have_bb[i]) fh_cuda_batch_free(&t->bb[i]);
@@ -727,20 +742,24 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
         snprintf(what, sizeof what, "train-step graph capture (variant 0x%x)", f);
         FH_TRY(capture(t, train_stream(t), seq_train, (int)f, &t->g_step[f], what));
       }
-    /* the pairs (k, k + 1) the epoch loop launches: the target unchanged in step k, either way in k - 1 and k + 1 */
-    t->step_pairs = fh_env_is("FH_STEP_PAIRS", "1");
-    for (int32_t k = 0; t->step_pairs && k + 1 < c.train_steps; ++k)
-      for (int ch = 0; ch < 4; ++ch) {
-        const unsigned fa = step_flags_given(t, k, c.train_steps, (ch & 1) != 0, false);
-        const unsigned fb = step_flags_given(t, k + 1, c.train_steps, false, (ch & 2) != 0);
-        const unsigned key = pair_key(fa, fb);
-        if (t->g_pair.count(key)) continue;
-        char what[96];
-        snprintf(what, sizeof what, "train-step pair graph capture (variants 0x%x, 0x%x)", fa, fb);
-        cudaGraphExec_t g = nullptr;
-        FH_TRY(capture(t, train_stream(t), seq_train2, (int)key, &g, what));
-        t->g_pair[key] = g;
-      }
+    /* the step groups the epoch loop can launch: steps k .. k + len - 1 (len >= 2), the target changing in none of
+     * them but maybe the last, and maybe in step k - 1 */
+    t->group_n = step_group_n();
+    for (int32_t k = 0; k < c.train_steps; ++k)
+      for (int32_t len = 2; len <= t->group_n && k + len <= c.train_steps; ++len)
+        for (int ch = 0; ch < 4; ++ch) {
+          std::vector<unsigned> f((size_t)len);
+          for (int32_t j = 0; j < len; ++j)
+            f[(size_t)j] = step_flags_given(t, k + j, c.train_steps, j == 0 && (ch & 1) != 0, j == len - 1 && (ch & 2) != 0);
+          const uint64_t key = group_key(f);
+          if (t->g_group.count(key)) continue;
+          char what[96];
+          snprintf(what, sizeof what, "train-step group graph capture (%d steps from variant 0x%x)", len, f[0]);
+          t->cap_group = f;
+          cudaGraphExec_t g = nullptr;
+          FH_TRY(capture(t, train_stream(t), seq_group, 0, &g, what));
+          t->g_group[key] = g;
+        }
     if (t->ev.n_seg > 0 && !t->ev.fused.on)
       FH_TRY(capture(t, collect_stream(t), seq_eval, 0, &t->g_eval, "evaluation graph capture"));
     TR_CUDA(t, cudaDeviceSynchronize(), "graph upload");
@@ -864,8 +883,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
   if (t->pair && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
-  if (!t->g_pair.empty() && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step pairs");
+  if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
@@ -919,16 +938,19 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   int64_t checked = t->train_step;
   int32_t launched = 0, bad_step = -1;
   const int64_t ahead = run_ahead();
+  std::vector<unsigned> group;
   for (int32_t k = 0; k < steps && bad_step < 0;) {
     const unsigned f = step_flags(t, k, steps);
-    /* FH_STEP_PAIRS: steps k and k + 1 as one graph when the target stays in step k */
-    const auto pair = t->step_pairs && k + 1 < steps && !target_changes(t, k)
-                          ? t->g_pair.find(pair_key(f, step_flags(t, k + 1, steps)))
-                          : t->g_pair.end();
-    if (pair != t->g_pair.end()) {
-      TR_CUDA(t, cudaGraphLaunch(pair->second, st), "train-step pair graph launch");
-      k += 2;
-      launched += 2;
+    /* a step group: steps k, k + 1, ... up to group_n of them, ending at the first that changes the target */
+    group.assign(1, f);
+    while ((int32_t)group.size() < t->group_n && k + (int32_t)group.size() < steps &&
+           !target_changes(t, k + (int32_t)group.size() - 1))
+      group.push_back(step_flags(t, k + (int32_t)group.size(), steps));
+    const auto grp = group.size() > 1 ? t->g_group.find(group_key(group)) : t->g_group.end();
+    if (grp != t->g_group.end()) {
+      TR_CUDA(t, cudaGraphLaunch(grp->second, st), "train-step group graph launch");
+      k += (int32_t)group.size();
+      launched += (int32_t)group.size();
     } else {
       if (t->g_step[f]) TR_CUDA(t, cudaGraphLaunch(t->g_step[f], st), "train-step graph launch");
       else TR_TRY(t, launch_train_step(t, f), "train step");
