@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench/gpu/final.sh COMMIT — a closing call on a GPU host (after `source .gpuhost/boot.sh`) when device time is
 # short, most important first: build, npm run test:gpu (every test/gpu file, sanitizers included), the reference
-# bench, then bench/gpu/gemm_shapes.py; logs under $OUT/final.
+# bench, then AB_ENVS (';'-separated env assignments, "FH_NONE=1" for the defaults) as AB_ROUNDS (default 5) interleaved
+# rounds of the reference bench with each variant's median epoch/train/eval ms (the machine's spread between bench
+# runs is ~1-3 ms, so single runs do not decide), and with GEMM_SHAPES=1 bench/gpu/gemm_shapes.py; logs under
+# $OUT/final.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/final; mkdir -p $F
 set -uo pipefail
@@ -12,4 +15,17 @@ echo "build $(( $(date +%s)-t0 )) s"
 t0=$(date +%s); timeout ${TEST_TIMEOUT:-330} npx vitest run --config vitest.gpu.config.ts > $F/test-gpu.log 2>&1; echo "test:gpu rc $? ($(( $(date +%s)-t0 )) s)"
 sed 's/\x1b\[[0-9;]*m//g' $F/test-gpu.log | grep -E "✓ test|×|Test Files|Tests  |FAIL|AssertionError|SUMMARY" | head -40
 timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 > $F/bench-ref.txt 2>$F/bench-ref.err; echo "bench rc $?"; tail -16 $F/bench-ref.txt
-timeout 40 python3 bench/gpu/gemm_shapes.py 2>&1 | tail -8
+IFS=';' read -ra abs <<<"${AB_ENVS:-}"
+for r in $(seq 1 ${AB_ROUNDS:-5}); do
+  for i in "${!abs[@]}"; do
+    env ${abs[$i]} timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$F/ab-$i-$r.txt 2>&1
+    echo "round $r ${abs[$i]} rc $?: $(grep -E '^(train|eval|epoch) ms ' $F/ab-$i-$r.txt | tr -s ' ' | tr '\n' ';')"
+  done
+done
+for i in "${!abs[@]}"; do
+  for k in epoch train eval; do
+    grep -hE "^$k ms +[0-9]" $F/ab-$i-*.txt | awk '{print $3}' | sort -n | awk -v n="${abs[$i]}" -v k=$k \
+      '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
+  done
+done
+if [ "${GEMM_SHAPES:-0}" = 1 ]; then timeout 40 python3 bench/gpu/gemm_shapes.py 2>&1 | tail -8; fi
