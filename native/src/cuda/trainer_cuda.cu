@@ -85,8 +85,9 @@ static int64_t run_ahead() {
   return v >= 1 && v <= 64 ? (int64_t)v : kRunAhead;
 }
 
-/* Train steps per graph launch at most (step groups; FH_STEP_GROUP=<1..8> overrides it, read at create). */
-static constexpr int32_t kStepGroup = 2;
+/* Train steps per graph launch at most (step groups; FH_STEP_GROUP=<1..8> overrides it, read at create). One: in
+ * interleaved rounds of the reference bench, groups of 2 and 4 were no faster (bench/RESULTS.md, fourteenth session). */
+static constexpr int32_t kStepGroup = 1;
 static int32_t step_group_n() {
   const char* e = getenv("FH_STEP_GROUP");
   const long v = e ? strtol(e, nullptr, 10) : 0;
