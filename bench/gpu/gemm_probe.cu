@@ -18,15 +18,9 @@
 #include <vector>
 
 #include "../../native/src/cuda/gemm_cublaslt.h"
+#include "probe_check.cuh"
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));      \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
+#define CK(x) FH_PROBE_CK(x, 1)
 
 namespace {
 

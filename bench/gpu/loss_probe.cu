@@ -10,6 +10,7 @@
  * Exit status 0 when every variant named agrees with the warp kernel (bf16 tolerance), 1 otherwise.
  */
 #include "../../kernels/loss.cu"
+#include "probe_check.cuh"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +22,7 @@ extern "C" void fh_cuda_set_error(const char* file, int line, const char* what, 
 }
 extern "C" const char* fh_cuda_last_error_text(void) { return ""; }
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 2;                                                                            \
-    }                                                                                      \
-  } while (0)
+#define CK(x) FH_PROBE_CK(x, 2)
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static double urand() {
