@@ -947,6 +947,18 @@ static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
 __device__ float fh_loss_half_dbg[32 * 64];
 #endif
 
+/* FH_HN(bit, d): n_d at one kind of use. The library's build: n[d] everywhere (opaque in the compiled-in instance, the
+ * workaround below). -DFH_LOSS_HALF_FENCE_MASK=<bits> (bench/gpu/loss_probe.sh only, measurement): n[d] stays a
+ * compile-time constant and only the uses whose bit is set read the opaque copy nf[d], to find which of them the
+ * miscompile needs: 0x1 online(s') loads, 0x2 their dueling sums, 0x4 the taken action's clamp, 0x8 target(s') row
+ * loads, 0x10 online(s) row loads, 0x20 their sums and the taken action's select, 0x40 the target's argmax, 0x80 the
+ * gradient rows, 0x100 1/n_d. */
+#ifdef FH_LOSS_HALF_FENCE_MASK
+#define FH_HN(bit, d) ((FH_LOSS_HALF_FENCE_MASK & (bit)) ? nf[d] : n[d])
+#else
+#define FH_HN(bit, d) n[d]
+#endif
+
 template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
 static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     fh_c51_loss_half_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
@@ -982,10 +994,16 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   const float inv_nb = fh_rcp_refined((float)nb);
   int n[NB];  /* <= NS[d]; 0 past nb */
   float inv_n[NB];
+#ifdef FH_LOSS_HALF_FENCE_MASK
+  int nf[NB];  /* the opaque copy of n the mask's uses read (FH_HN) */
+#endif
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     n[d] = EXACT ? NS[d] : (d < nb ? on_s.n[d] : 0);
-#ifndef FH_LOSS_HALF_NO_N_FENCE
+#if defined(FH_LOSS_HALF_FENCE_MASK)
+    nf[d] = n[d];
+    if constexpr (EXACT) asm volatile("" : "+r"(nf[d]));
+#elif !defined(FH_LOSS_HALF_NO_N_FENCE)
     /* With n_d a compile-time constant here, ptxas (CUDA 13.0, sm_90, at -O3 and -O1; -O0 is right) miscompiles
      * this kernel: the online(s) rows' taken-action logits come out wrong (bench/gpu/loss_probe.cu finds it, with
      * the first warp's intermediates; FH_LOSS_HALF_NO_N_FENCE reproduces it). n_d is made opaque to the
@@ -993,7 +1011,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
      * branch's actions are predicated on n_d again. */
     if constexpr (EXACT) asm volatile("" : "+r"(n[d]));
 #endif
-    inv_n[d] = fh_rcp_refined(n[d] > 0 ? (float)n[d] : 1.0f);
+    inv_n[d] = fh_rcp_refined(FH_HN(0x100, d) > 0 ? (float)FH_HN(0x100, d) : 1.0f);
   }
 
   /* double DQN: expected Q of every action slot of online(s') (c = SO[d] + a), q_c = A_c / S_c as in
@@ -1014,7 +1032,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       for (int a = 0; a < MS; ++a)
         if (a < NS[d]) {
 #pragma unroll
-          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < n[d] ? fh_ldg_f32(p + a * atoms + jc[k]) : 0.0f;
+          for (int k = 0; k < K; ++k) xn[SO[d] + a][k] = a < FH_HN(0x1, d) ? fh_ldg_f32(p + a * atoms + jc[k]) : 0.0f;
         }
     }
     /* dueling means over actions (sum in action order, times 1/n) */
@@ -1025,7 +1043,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
         float sum = 0.0f;
 #pragma unroll
         for (int a = 0; a < MS; ++a)
-          if (a < NS[d] && a < n[d]) sum += xn[SO[d] + a][k];
+          if (a < NS[d] && a < FH_HN(0x2, d)) sum += xn[SO[d] + a][k];
         mn[d][k] = sum * inv_n[d];
       }
 #pragma unroll
@@ -1068,7 +1086,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   fh_load_cols(on_s.v + (int64_t)i * on_s.ldv, jc, ov);
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
-    ad[d] = fh_taken_action(act, i, d, nb, n[d]);
+    ad[d] = fh_taken_action(act, i, d, nb, FH_HN(0x4, d));
     const L* pt = fh_adv_row(tg_sn, d, nb, ti);
     const L* po = fh_adv_row(on_s, d, nb, i);
     float ta[MS][K], oa[MS][K];
@@ -1077,8 +1095,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       if (a < NS[d]) {
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          ta[a][k] = a < n[d] ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
-          oa[a][k] = a < n[d] ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
+          ta[a][k] = a < FH_HN(0x8, d) ? fh_ldg_f32(pt + a * atoms + jc[k]) : 0.0f;
+          oa[a][k] = a < FH_HN(0x10, d) ? fh_ldg_f32(po + a * atoms + jc[k]) : 0.0f;
         }
       }
 #pragma unroll
@@ -1086,7 +1104,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
       float y = 0.0f, z = 0.0f, o = 0.0f;
 #pragma unroll
       for (int a = 0; a < MS; ++a)
-        if (a < NS[d] && a < n[d]) {
+        if (a < NS[d] && a < FH_HN(0x20, d)) {
           y += ta[a][k];
           z += oa[a][k];
           if (a == ad[d]) o = oa[a][k];
@@ -1106,7 +1124,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     int astar = 0;
 #pragma unroll
     for (int a = 0; a < MS; ++a)
-      if (a < NS[d] && a < n[d]) {
+      if (a < NS[d] && a < FH_HN(0x40, d)) {
         const float qa = q[SO[d] + a];
         if (qa > bq) {
           bq = qa;
@@ -1271,10 +1289,10 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
           const float mean_g = gk[d][k] * inv_n[d];
 #pragma unroll
           for (int a = 0; a < MS; ++a)
-            if (a < NS[d] && a < n[d]) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
+            if (a < NS[d] && a < FH_HN(0x80, d)) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
         }
       }
-      for (int c = n[d] * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
+      for (int c = FH_HN(0x80, d) * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
     }
   }
   T* vrow = grad.v + (int64_t)i * grad.ldv;
@@ -1287,6 +1305,8 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     signal[i] = ce[0];
   }
 }
+
+#undef FH_HN
 
 template <typename T, typename L>
 fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view_t<L>& on_sn, const fh_heads_view_t<L>& tg_sn,

@@ -17,6 +17,10 @@ declare -A FLAGS=([o3]="" [nofence]="-DFH_LOSS_HALF_NO_N_FENCE" [pO0]="-Xptxas -
   [nfnomerge]="-Xptxas --dont-merge-basicblocks -DFH_LOSS_HALF_NO_N_FENCE"
   [nfnoconst]="-Xptxas --disable-optimizer-constants -DFH_LOSS_HALF_NO_N_FENCE" [nfcicc1]="-Xcicc -O1 -DFH_LOSS_HALF_NO_N_FENCE"
   [nfnoexpf]="-Xptxas --allow-expensive-optimizations=false")
+# fm<hex> (e.g. fm30): the compiled-in sizes kept constant but at the uses of mask <hex> (kernels/loss.cu, FH_HN)
+for v in ${PROBE_RUNS:-o3 nofence}; do
+  [[ $v == fm* ]] && FLAGS[$v]="-DFH_LOSS_HALF_FENCE_MASK=0x${v#fm}"
+done
 for v in ${PROBE_RUNS:-o3 nofence}; do
   ( $NV ${FLAGS[$v]} bench/gpu/loss_probe.cu -o $P/probe-$v >$P/build-$v.log 2>&1 || echo "build $v failed: $(head -3 $P/build-$v.log)" ) &
 done
