@@ -3,7 +3,7 @@
 # short, most important first: build, npm run test:gpu (every test/gpu file, sanitizers included), the reference
 # bench, then AB_ENVS (';'-separated env assignments, "FH_NONE=1" for the defaults) as AB_ROUNDS (default 5) interleaved
 # rounds of the reference bench with each variant's median epoch/train/eval ms (the machine's spread between bench
-# runs is ~1-3 ms, so single runs do not decide), and with GEMM_SHAPES=1 bench/gpu/gemm_shapes.py; logs under
+# runs is ~1-6 ms, so single runs do not decide), and with GEMM_SHAPES=1 bench/gpu/gemm_shapes.py; logs under
 # $OUT/final.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/final; mkdir -p $F

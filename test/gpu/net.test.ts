@@ -7,7 +7,8 @@
  *     terms of both signs (measured on an H200: 1.8% for C51, 8.7% for Huber; fp32 mode: 2e-7);
  *   - the fast C51 loss against the general one, the fused-epilogue backward against the kernel one,
  *     bf16 against fp32 head outputs of the training passes, the reference GEMM against cuBLASLt;
- *   - graphs on == graphs off, bit for bit (epoch scalars and parameters);
+ *   - graphs on == graphs off, bit for bit (epoch scalars and parameters), and step groups (several train steps a
+ *     graph launch, FH_STEP_GROUP) == one step a graph, bit for bit;
  *   - one host synchronisation per epoch;
  *   - the edge-market learning check on the GPU (the CPU backend learns it in ~20 tiny epochs);
  *   - a checkpoint saved on the GPU resumes bit for bit.

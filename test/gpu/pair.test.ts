@@ -5,7 +5,8 @@
  * Checked through the CUDA-only test entry fh_test_trainer_pair_gather (native/src/cuda/trainer_cuda.cu) on a trainer
  * after real epochs: both runs of every block equal the usual gather's rows bit for bit (s' wherever no episode ended
  * inside the n steps), and the placed W1 copies equal the online shadow's W1 after the optimiser's steps and after
- * set_params. Training with the layout agrees with FH_PAIRED=0 within bf16 tolerance.
+ * set_params. Training with the layout agrees with FH_PAIRED=0 within bf16 tolerance, and without the s' runs'
+ * first-layer ReLU mask (the default) as with it (FH_PAIR_SN_MASK=1).
  */
 import koffi from 'koffi';
 import { describe, expect, test } from 'vitest';
@@ -92,6 +93,7 @@ describe('the paired batch layout', () => {
     expect(off.check.on).toBe(false);
     expectEpochLossesClose(on.stats, off.stats, 2e-3);
   });
+
   test("without the s' rows' first-layer ReLU mask (the default) it trains as with it (FH_PAIR_SN_MASK=1)", () => {
     // the backward reads the masks of the s rows only, so leaving out the s' rows' mask changes nothing but the
     // GEMM's epilogue; a wrong mask row (another half's, or none) would change an epoch's update of the weights by
