@@ -9,6 +9,8 @@
  *   fh_bf16                the bf16 type used for GEMM operands
  *   fh_env_is(name, value) whether environment switch `name` is set to exactly `value` (the A/B switches
  *                          that kernel launchers read where they launch, e.g. FH_PER_REDUCE=0)
+ *   fh_env_int(name, lo, hi, def)  environment switch `name` as an integer in [lo, hi], else def (unset or
+ *                          outside: FH_RUN_AHEAD, FH_STEP_GROUP)
  *
  * The device helpers are compiled only under nvcc, so host .cpp files (gemm_cublaslt.cpp) can include
  * this header too. Nothing here allocates.
@@ -39,6 +41,11 @@ static inline size_t fh_dtype_size(fh_dtype t) { return t == FH_BF16 ? 2 : 4; }
 static inline bool fh_env_is(const char* name, const char* value) {
   const char* e = getenv(name);
   return e && strcmp(e, value) == 0;
+}
+static inline long fh_env_int(const char* name, long lo, long hi, long def) {
+  const char* e = getenv(name);
+  const long v = e ? strtol(e, nullptr, 10) : lo - 1;
+  return v >= lo && v <= hi ? v : def;
 }
 
 /* Thread-local last CUDA error text, filled by the macros below; the trainer copies it into its

@@ -76,16 +76,25 @@ __device__ __forceinline__ void fh_eval_restart(const fh_env_params& p, fh_env_s
  * in one round of independent loads ahead of the step, instead of the step's chain of dependent loads
  * from global memory (the last ones behind the stop test); the step is then the same code on the same
  * values. Only indices t and t+1 are held (any other reads bar t+1). */
+template <typename V>
+struct fh_bar_pair {  /* one market array's values at bars t and t + 1 */
+  V v0, v1;
+  __device__ __forceinline__ void load(const V* a, int64_t t) {
+    v0 = a[t];
+    v1 = a[t + 1];
+  }
+  __device__ __forceinline__ V at(int64_t i, int64_t t) const { return i == t ? v0 : v1; }
+};
 struct fh_eval_bars {
   int64_t t, end;
-  double c0, c1, o0, o1, h0, h1, l0, l1, a0, a1;
-  uint8_t s0, s1;
-  __device__ __forceinline__ double close(int64_t i) const { return i == t ? c0 : c1; }
-  __device__ __forceinline__ double open(int64_t i) const { return i == t ? o0 : o1; }
-  __device__ __forceinline__ double high(int64_t i) const { return i == t ? h0 : h1; }
-  __device__ __forceinline__ double low(int64_t i) const { return i == t ? l0 : l1; }
-  __device__ __forceinline__ double atr(int64_t i) const { return i == t ? a0 : a1; }
-  __device__ __forceinline__ uint8_t session_start(int64_t i) const { return i == t ? s0 : s1; }
+  fh_bar_pair<double> c, o, h, l, a;
+  fh_bar_pair<uint8_t> s;
+  __device__ __forceinline__ double close(int64_t i) const { return c.at(i, t); }
+  __device__ __forceinline__ double open(int64_t i) const { return o.at(i, t); }
+  __device__ __forceinline__ double high(int64_t i) const { return h.at(i, t); }
+  __device__ __forceinline__ double low(int64_t i) const { return l.at(i, t); }
+  __device__ __forceinline__ double atr(int64_t i) const { return a.at(i, t); }
+  __device__ __forceinline__ uint8_t session_start(int64_t i) const { return s.at(i, t); }
   __device__ __forceinline__ int64_t train_end() const { return end; }
 };
 
@@ -94,18 +103,12 @@ __device__ __forceinline__ fh_eval_bars fh_eval_load_bars(const fh_market_view& 
   fh_eval_bars b;
   b.t = t;
   b.end = m.train_end;
-  b.c0 = m.close[t];
-  b.c1 = m.close[t + 1];
-  b.o0 = m.open[t];
-  b.o1 = m.open[t + 1];
-  b.h0 = m.high[t];
-  b.h1 = m.high[t + 1];
-  b.l0 = m.low[t];
-  b.l1 = m.low[t + 1];
-  b.a0 = m.atr[t];
-  b.a1 = m.atr[t + 1];
-  b.s0 = m.session_start[t];
-  b.s1 = m.session_start[t + 1];
+  b.c.load(m.close, t);
+  b.o.load(m.open, t);
+  b.h.load(m.high, t);
+  b.l.load(m.low, t);
+  b.a.load(m.atr, t);
+  b.s.load(m.session_start, t);
   return b;
 }
 

@@ -49,6 +49,26 @@ static __device__ __forceinline__ int fh_taken_action(const int32_t* __restrict_
   const int a = d < nb ? act[i * 3 + d] : 0;
   return a < 0 ? 0 : (a >= n ? n - 1 : a);
 }
+/* The projected mass at atom fk: sum_j m_j max(0, 1 - |b_j - fk|) over the atoms' positions b and masses m (shared
+ * memory). With runs (disc >= 0) b is non-decreasing, so the j with b_j in (fk - 1, fk + 1) are one run: it starts
+ * at or after the last b_j <= fk - 1 (a branchless binary search; any j before the run adds 0) and ends before the
+ * first b_j >= fk + 1; without (disc < 0, never in training, or NaN) every j is scanned. */
+static __device__ __forceinline__ float fh_c51_project_atom(const float* b, const float* m, int atoms, float fk,
+                                                            bool runs) {
+  int j = 0;
+  if (runs) {
+#pragma unroll
+    for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
+      if (j + s <= atoms && b[j + s - 1] <= fk - 1.0f) j += s;
+  }
+  float acc = 0.0f;
+  for (; j < atoms; ++j) {
+    const float bj = b[j];
+    if (runs && bj >= fk + 1.0f) break;
+    acc = __fmaf_rn(m[j], fmaxf(0.0f, 1.0f - fabsf(bj - fk)), acc);
+  }
+  return acc;
+}
 /* A row's values at this lane's columns jc (the register kernels' unconditional loads). */
 template <int K, typename L>
 static __device__ __forceinline__ void fh_load_cols(const L* row, const int (&jc)[K], float (&out)[K]) {
@@ -832,31 +852,11 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 #pragma unroll
     for (int k = 0; k < 2; ++k) st[k] = ok[k] ? fmaxf(0.0f, 1.0f - fabsf(b - (float)(lane + 32 * k))) : 0.0f;
   } else {
-    /* Atom kk receives m_j max(0, 1 - |b_j - kk|) from each j; with disc >= 0, b_j is non-decreasing
-     * in j, so the j with b_j in (kk - 1, kk + 1) are one run: it starts at or after the last j with
-     * b_j <= kk - 1 found below (any j before the run adds 0) and ends before the first b_j >= kk + 1.
-     * disc < 0 (never in training) or NaN scans every j. */
+    /* atom kk receives m_j max(0, 1 - |b_j - kk|) from each j (fh_c51_project_atom) */
     const bool runs = g >= 0.0f;
 #pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int kk = lane + 32 * k;
-      const float fk = (float)kk;
-      float acc = 0.0f;
-      if (ok[k]) {
-        int j = 0;
-        if (runs) {
-#pragma unroll
-          for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
-            if (j + s <= atoms && s_b[w][j + s - 1] <= fk - 1.0f) j += s;
-        }
-        for (; j < atoms; ++j) {
-          const float b = s_b[w][j];
-          if (runs && b >= fk + 1.0f) break;
-          acc = __fmaf_rn(s_m[w][j], fmaxf(0.0f, 1.0f - fabsf(b - fk)), acc);
-        }
-      }
-      st[k] = acc;
-    }
+    for (int k = 0; k < 2; ++k)
+      st[k] = ok[k] ? fh_c51_project_atom(s_b[w], s_m[w], atoms, (float)(lane + 32 * k), runs) : 0.0f;
   }
   if (nan) st[0] = st[1] = r + g * vmin + NAN;
 
@@ -1183,29 +1183,10 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
 #pragma unroll
     for (int k = 0; k < K; ++k) st[k] = ok[k] ? fmaxf(0.0f, 1.0f - fabsf(b_own - (float)(l16 + 16 * k))) : 0.0f;
   } else {
-    /* as fh_c51_loss_fastmath_kernel: the run of j reaching atom kk starts at or after the last
-     * b_j <= kk - 1 (a branchless binary search) and ends before the first b_j >= kk + 1; disc < 0
-     * (never in training) or NaN scans every j */
+    /* as fh_c51_loss_fastmath_kernel (fh_c51_project_atom) */
     const bool runs = g >= 0.0f;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const float fk = (float)(l16 + 16 * k);
-      float acc = 0.0f;
-      if (ok[k]) {
-        int j = 0;
-        if (runs) {
-#pragma unroll
-          for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
-            if (j + s <= atoms && sb[j + s - 1] <= fk - 1.0f) j += s;
-        }
-        for (; j < atoms; ++j) {
-          const float b = sb[j];
-          if (runs && b >= fk + 1.0f) break;
-          acc = __fmaf_rn(sm[j], fmaxf(0.0f, 1.0f - fabsf(b - fk)), acc);
-        }
-      }
-      st[k] = acc;
-    }
+    for (int k = 0; k < K; ++k) st[k] = ok[k] ? fh_c51_project_atom(sb, sm, atoms, (float)(l16 + 16 * k), runs) : 0.0f;
   }
   if (nan) {
 #pragma unroll

@@ -18,7 +18,7 @@ import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, info, market, nativeConfig, nativeMarket, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
+import { create, info, market, nativeConfig, nativeMarket, params, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
 
@@ -332,12 +332,7 @@ describe('CUDA orchestration', () => {
       withTrainer(gpu, cudaConfig(cfg), m, (h) => {
         const engine = info(gpu, h).engine;
         const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
-        const P = Number(info(gpu, h).n_params);
-        const params = new Float32Array(P);
-        expect(gpu.fh_trainer_get_params(h, 0, params, P)).toBe(FhStatus.OK);
-        const target = new Float32Array(P);
-        expect(gpu.fh_trainer_get_params(h, 1, target, P)).toBe(FhStatus.OK);
-        return { engine, stats, params, target };
+        return { engine, stats, params: params(gpu, h, 0), target: params(gpu, h, 1) };
       }));
     const one = run(undefined);
     expect(one.engine).not.toContain('step groups');

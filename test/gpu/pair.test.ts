@@ -14,7 +14,7 @@ import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { FhConfig, NativeLib, TrainerHandle } from '../../src/native/binding.js';
 import type { RunConfig } from '../../src/config/schema.js';
 import { expectEpochLossesClose } from './driver.js';
-import { info, market, nativeConfig, nativeMarket, runEpoch, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
+import { info, market, nativeConfig, nativeMarket, params, runEpoch, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 type CheckFn = (h: TrainerHandle, out: Float64Array) => number;
 
@@ -101,15 +101,9 @@ describe('the paired batch layout', () => {
     const gpu = loadNative('cuda');
     const run = (variant: string | undefined) =>
       withEnv({ ...env, FH_PAIR_SN_MASK: variant }, () => withTrainer(gpu, cudaConfig(cfg), m, (h) => {
-        const n = Number(info(gpu, h).n_params);
-        const get = () => {
-          const w = new Float32Array(n);
-          expect(gpu.fh_trainer_get_params(h, 0, w, n), gpu.fh_trainer_last_error(h) ?? '').toBe(FhStatus.OK);
-          return w;
-        };
-        const before = get();
+        const before = params(gpu, h, 0);
         const stats = runEpoch(gpu, h);
-        return { engine: info(gpu, h).engine, before, after: get(), stats };
+        return { engine: info(gpu, h).engine, before, after: params(gpu, h, 0), stats };
       }));
     const base = run(undefined);
     const masked = run('1');

@@ -10,7 +10,7 @@ import { philoxDraw, PURPOSE, scaleU32 } from '../../src/env/philox.js';
 import { FhStatus } from '../../src/native/binding.js';
 import type { FhEpochStats } from '../../src/native/binding.js';
 import {
-  create, info, lib, market, nativeConfig, nativeMarket, parseCheckpoint, runEpoch, saveCheckpoint, tinyConfig,
+  create, info, lib, market, nativeConfig, nativeMarket, params, parseCheckpoint, runEpoch, saveCheckpoint, tinyConfig,
 } from './helpers.js';
 
 const f = Math.fround;
@@ -151,12 +151,7 @@ describe('native epoch', () => {
     const l = lib();
     const cfg = tinyConfig(SMALL); // 12 train steps per epoch
     const m = nativeMarket(market(cfg));
-    const P = (h: ReturnType<typeof create>, which: number): Float32Array => {
-      const n = Number(info(l, h).n_params);
-      const out = new Float32Array(n);
-      expect(l.fh_trainer_get_params(h, which, out, n)).toBe(FhStatus.OK);
-      return out;
-    };
+    const P = (h: ReturnType<typeof create>, which: number): Float32Array => params(l, h, which);
     const same = (a: Float32Array, b: Float32Array): boolean => Buffer.from(a.buffer).equals(Buffer.from(b.buffer));
     const run = (over: Record<string, number>, check: (online: Float32Array, target: Float32Array, init: Float32Array) => void): void => {
       const h = create(l, nativeConfig(cfg, over), m);

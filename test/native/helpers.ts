@@ -104,6 +104,15 @@ export function info(l: NativeLib, h: TrainerHandle): FhInfo {
   return out as FhInfo;
 }
 
+/** A copy of the trainer's parameters: which 0 = online, 1 = target. */
+export function params(l: NativeLib, h: TrainerHandle, which: number): Float32Array {
+  const n = Number(info(l, h).n_params);
+  const out = new Float32Array(n);
+  const s = l.fh_trainer_get_params(h, which, out, n);
+  if (s !== FhStatus.OK) throw new Error(`fh_trainer_get_params: ${s} ${l.fh_trainer_last_error(h) ?? ''}`);
+  return out;
+}
+
 export function runEpoch(l: NativeLib, h: TrainerHandle): FhEpochStats {
   const out: Partial<FhEpochStats> = {};
   const s = l.fh_trainer_run_epoch(h, out);

@@ -6,20 +6,13 @@
  */
 import { describe, expect, test } from 'vitest';
 import { FhStatus } from '../../src/native/binding.js';
-import type { FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
-import { create, firstMismatch, info, lib, market, nativeConfig, nativeMarket, runEpochAsync, saveCheckpoint, tinyConfig } from './helpers.js';
+import type { FhEpochStats, TrainerHandle } from '../../src/native/binding.js';
+import { create, firstMismatch, lib, market, nativeConfig, nativeMarket, params, runEpochAsync, saveCheckpoint, tinyConfig } from './helpers.js';
 
 const TIMING = new Set(['collect_ms', 'train_ms', 'eval_ms', 'total_ms', 'env_steps_per_s', 'samples_per_s']);
 
 function scalars(s: FhEpochStats): Record<string, unknown> {
   return Object.fromEntries(Object.entries(s).filter(([k]) => !TIMING.has(k)));
-}
-
-function params(l: NativeLib, h: TrainerHandle, which: number): Float32Array {
-  const n = Number(info(l, h).n_params);
-  const out = new Float32Array(n);
-  expect(l.fh_trainer_get_params(h, which, out, n)).toBe(FhStatus.OK);
-  return out;
 }
 
 const CASES = [

@@ -79,20 +79,12 @@
 /* Train steps the host may queue ahead of the last step whose scalars it has read. */
 static constexpr int64_t kRunAhead = 4;
 /* FH_RUN_AHEAD=<n> (1..64; A/B measurement) overrides it, read at each epoch */
-static int64_t run_ahead() {
-  const char* e = getenv("FH_RUN_AHEAD");
-  const long v = e ? strtol(e, nullptr, 10) : 0;
-  return v >= 1 && v <= 64 ? (int64_t)v : kRunAhead;
-}
+static int64_t run_ahead() { return fh_env_int("FH_RUN_AHEAD", 1, 64, kRunAhead); }
 
 /* Train steps per graph launch at most (step groups; FH_STEP_GROUP=<1..8> overrides it, read at create). One: in
  * interleaved rounds of the reference bench, groups of 2 and 4 were no faster (bench/RESULTS.md, fourteenth session). */
 static constexpr int32_t kStepGroup = 1;
-static int32_t step_group_n() {
-  const char* e = getenv("FH_STEP_GROUP");
-  const long v = e ? strtol(e, nullptr, 10) : 0;
-  return v >= 1 && v <= 8 ? (int32_t)v : kStepGroup;
-}
+static int32_t step_group_n() { return (int32_t)fh_env_int("FH_STEP_GROUP", 1, 8, kStepGroup); }
 
 struct fh_host_market {
   std::vector<float> features;
