@@ -947,12 +947,19 @@ static constexpr int kHalfWarps = 4;  /* 8 samples per 128-thread block */
 __device__ float fh_loss_half_dbg[32 * 64];
 #endif
 
-/* FH_HN(bit, d): n_d at one kind of use. The library's build: n[d] everywhere (opaque in the compiled-in instance, the
- * workaround below). -DFH_LOSS_HALF_FENCE_MASK=<bits> (bench/gpu/loss_probe.sh only, measurement): n[d] stays a
- * compile-time constant and only the uses whose bit is set read the opaque copy nf[d], to find which of them the
- * miscompile needs: 0x1 online(s') loads, 0x2 their dueling sums, 0x4 the taken action's clamp, 0x8 target(s') row
- * loads, 0x10 online(s) row loads, 0x20 their sums and the taken action's select, 0x40 the target's argmax, 0x80 the
- * gradient rows, 0x100 1/n_d. */
+/* FH_HN(bit, d): n_d at one kind of use. With n_d a compile-time constant everywhere, ptxas (CUDA 13.0, sm_90, at -O3
+ * and -O1; -O0 is right) miscompiles the compiled-in instances of this kernel: the online(s) rows' taken-action
+ * logits come out wrong (bench/gpu/loss_probe.cu finds it, with the first warp's intermediates;
+ * -DFH_LOSS_HALF_NO_N_FENCE reproduces it). The workaround: the uses whose bit is in FH_LOSS_HALF_FENCE_MASK read
+ * nf[d], a copy of n[d] made opaque to the optimisers, and the others keep the constant. The uses: 0x1 online(s')
+ * loads, 0x2 their dueling sums, 0x4 the taken action's clamp, 0x8 target(s') row loads, 0x10 online(s) row loads,
+ * 0x20 their sums and the taken action's select, 0x40 the target's argmax, 0x80 the gradient rows, 0x100 1/n_d.
+ * The library's mask is 0x4, the taken action's clamp alone: the smallest that compiles right (loss_probe.sh's fm
+ * runs on the H200: every other single bit but 0x4 is miscompiled; 0x4 is right on the three probe shapes and runs
+ * the reference shape's instance in 41.3 us against 48.5 us with all uses opaque, 0x1ff). */
+#if !defined(FH_LOSS_HALF_FENCE_MASK) && !defined(FH_LOSS_HALF_NO_N_FENCE)
+#define FH_LOSS_HALF_FENCE_MASK 0x4
+#endif
 #ifdef FH_LOSS_HALF_FENCE_MASK
 #define FH_HN(bit, d) ((FH_LOSS_HALF_FENCE_MASK & (bit)) ? nf[d] : n[d])
 #else
@@ -1000,16 +1007,9 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     n[d] = EXACT ? NS[d] : (d < nb ? on_s.n[d] : 0);
-#if defined(FH_LOSS_HALF_FENCE_MASK)
+#ifdef FH_LOSS_HALF_FENCE_MASK
     nf[d] = n[d];
     if constexpr (EXACT) asm volatile("" : "+r"(nf[d]));
-#elif !defined(FH_LOSS_HALF_NO_N_FENCE)
-    /* With n_d a compile-time constant here, ptxas (CUDA 13.0, sm_90, at -O3 and -O1; -O0 is right) miscompiles
-     * this kernel: the online(s) rows' taken-action logits come out wrong (bench/gpu/loss_probe.cu finds it, with
-     * the first warp's intermediates; FH_LOSS_HALF_NO_N_FENCE reproduces it). n_d is made opaque to the
-     * optimisers instead: the slots stay packed to the compiled-in sizes and nb stays constant, the loads of a
-     * branch's actions are predicated on n_d again. */
-    if constexpr (EXACT) asm volatile("" : "+r"(n[d]));
 #endif
     inv_n[d] = fh_rcp_refined(FH_HN(0x100, d) > 0 ? (float)FH_HN(0x100, d) : 1.0f);
   }
