@@ -99,6 +99,8 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
                               dst + (int64_t)j * ld);
 }
 
+static constexpr int kPairGatherGroups = 8; /* 16-byte groups a lane holds in registers (replay_gather_pair_kernel) */
+
 static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_step, float gamma,
                                                  const fh_bf16* __restrict__ features, int64_t n_bars, int32_t F,
                                                  int32_t window, const int32_t* __restrict__ slot, int32_t B,
@@ -127,7 +129,7 @@ static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_ste
   const int64_t avail = (n_bars - b0) * (F >> 3); /* groups of the market rows inside the data */
   const uint4* src = reinterpret_cast<const uint4*>(features + b0 * (int64_t)F) - m0;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  for (int32_t u = lane; u < n16; u += 32) {
+  const auto group = [&](int32_t u) {
     uint4 x = zero;
     if (u >= m0 && u < m1 && u - m0 < avail)
       x = __ldg(src + u);
@@ -135,7 +137,25 @@ static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_ste
       x = fh_pack_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
     else if (u == m1)
       x = fh_pack_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
-    d[u] = x;
+    return x;
+  };
+  /* blocks of up to 32 x kPairGatherGroups groups (the reference shape's 137): every load of a lane issued before
+   * its first store, so that each warp has its whole row in flight at once instead of one 512-byte round trip
+   * after another; longer blocks take the plain loop */
+  if (n16 <= 32 * kPairGatherGroups) {
+    uint4 x[kPairGatherGroups];
+#pragma unroll
+    for (int q = 0; q < kPairGatherGroups; ++q) {
+      const int32_t u = lane + 32 * q;
+      x[q] = u < n16 ? group(u) : zero;
+    }
+#pragma unroll
+    for (int q = 0; q < kPairGatherGroups; ++q) {
+      const int32_t u = lane + 32 * q;
+      if (u < n16) d[u] = x[q];
+    }
+  } else {
+    for (int32_t u = lane; u < n16; u += 32) d[u] = group(u);
   }
 }
 

@@ -147,15 +147,16 @@ __device__ __forceinline__ void fh_relu_bwd_chunk8(fh_bf16* __restrict__ dy, con
 }
 
 /* bf16 fast path: each thread owns 8 consecutive columns (one 16-byte load of dy and of act per row),
- * block (32, 8) covers 256 columns x 8 row lanes of one 128-row chunk; partial sums reduced over the
- * row lanes in shared memory in a fixed order. Needs n % 8 == 0, ld % 8 == 0, 16-byte aligned rows. */
+ * block (32, 8) covers 256 columns x 8 row lanes of one chunk of `rows` rows (fh_relu_vec_rows); partial sums
+ * reduced over the row lanes in shared memory in a fixed order. Needs n % 8 == 0, ld % 8 == 0, 16-byte aligned
+ * rows. */
 static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                      int ld, int B, int n, float* __restrict__ partial,
+                                                      int ld, int B, int n, int rows, float* __restrict__ partial,
                                                       const uint8_t* __restrict__ bits, int ldbytes) {
   __shared__ float sm[kColsumTy][kColsumTx * 8 + 1];
   const int c0 = (blockIdx.x * kColsumTx + threadIdx.x) * 8;
-  const int r0 = blockIdx.y * kColsumRows;
-  const int r1 = min(B, r0 + kColsumRows);
+  const int r0 = blockIdx.y * rows;
+  const int r1 = min(B, r0 + rows);
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (c0 < n) {
 #pragma unroll 4
@@ -253,6 +254,18 @@ bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
   return n > 0 && n % 8 == 0 && n < kColsumTx * 8 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0;
 }
 
+/* Rows per chunk of the wide bf16 kernel: 32 (4 rows per thread; 8 blocks of 256 threads fill an SM, where
+ * 128-row chunks gave the reference shape's 16384 x 256 and x 512 passes 128 and 256 blocks, one or two per SM, and
+ * ~1-2.4 TB/s). FH_RELU_VEC_ROWS=64|128 (read once; A/B) for longer chunks; the partials hold
+ * fh_colsum_partial_floats, enough for any of them. */
+static int fh_relu_vec_rows() {
+  static const int rows = [] {
+    const long r = fh_env_int("FH_RELU_VEC_ROWS", kColsumRowsNarrow, kColsumRows, kColsumRowsNarrow);
+    return r == 64 || r == 128 ? (int)r : kColsumRowsNarrow;
+  }();
+  return rows;
+}
+
 /* The first pass (ReLU backward + per-chunk partial sums); returns the chunks the finish sums. bits: the ReLU
  * bit mask decides instead of act where the wide bf16 kernel runs (n >= 256; ldbytes per row); act elsewhere. */
 template <typename T>
@@ -270,10 +283,12 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
     fh_relu_bwd_partial_narrow_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
                                                              reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
   } else if (vec) {
+    const int rows = fh_relu_vec_rows();
+    chunks = CEIL_DIV(B, rows);
     dim3 grid(CEIL_DIV(n, kColsumTx * 8), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_vec_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
-                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial,
-                                                          bits, ldbytes);
+                                                          reinterpret_cast<const fh_bf16*>(act), ld, B, n, rows,
+                                                          partial, bits, ldbytes);
   } else {
     dim3 grid(CEIL_DIV(n, kColsumTx), chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_kernel<T><<<grid, block, 0, s>>>(dy, act, ld, B, n, partial);
