@@ -89,22 +89,37 @@ static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* _
   }
 }
 
-/* Column col of n from the partials, one warp: lane l sums chunks l, l+32, ... in order, then a fixed xor-tree
- * across lanes; lane 0 writes out[col]. */
-__device__ __forceinline__ void fh_colsum_finish_col(const float* __restrict__ partial, int chunks, int n, int col,
-                                                     int lane, float* __restrict__ out) {
+/* The finish of the column sums: 32 consecutive columns per block (32, 32). Thread (x, y) sums the chunks y,
+ * y + 32, ... of column x in order (a warp's loads are 32 consecutive floats of one chunk), the block transposes
+ * the sums through shared memory, and warp y adds column y's 32 chunk-lane sums with fh_warp_sum's xor-tree; lane 0
+ * writes it. Each column's sum is that of one warp whose lane l takes chunks l, l + 32, ... col_of(g, ...) maps the
+ * block's column g to its partials (chunk stride n), its column and its output, false past the last one. (One warp
+ * per column read 32 chunks' rows per load: 42-58 us for 512 chunks of 256-512 columns on the H200.) */
+template <class ColOf>
+__device__ __forceinline__ void fh_colsum_finish_block(int chunks, ColOf col_of) {
+  __shared__ float sm[32][33];
+  const int x = threadIdx.x, y = threadIdx.y;
+  const float* part = nullptr;
+  float* out = nullptr;
+  int n = 0, col = 0;
   float t = 0.0f;
-  for (int c = lane; c < chunks; c += 32) t += partial[(int64_t)c * n + col];
-  t = fh_warp_sum(t);
-  if (lane == 0) out[col] = t;
+  if (col_of(blockIdx.x * 32 + x, &part, &n, &col, &out)) {
+#pragma unroll 4
+    for (int c = y; c < chunks; c += 32) t += part[(int64_t)c * n + col];
+  }
+  sm[x][y] = t;
+  __syncthreads();
+  t = fh_warp_sum(sm[y][x]);
+  if (x == 0 && col_of(blockIdx.x * 32 + y, &part, &n, &col, &out)) out[col] = t;
 }
 
-/* One warp per column. */
 static __global__ void fh_colsum_finish_kernel(const float* __restrict__ partial, int chunks, int n,
                                                float* __restrict__ out) {
-  const int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (col >= n) return;
-  fh_colsum_finish_col(partial, chunks, n, col, threadIdx.x & 31, out);
+  fh_colsum_finish_block(chunks, [=](int g, const float** p, int* pn, int* col, float** o) {
+    if (g >= n) return false;
+    *p = partial; *pn = n; *col = g; *o = out;
+    return true;
+  });
 }
 
 /* 8 consecutive bf16 gradients dy[off ..] (16 bytes): zeroed where act <= 0, or where the bit of the ReLU
@@ -220,16 +235,16 @@ static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B) 
   fh_relu_bwd_partial_narrow(p.dy, nullptr, p.ld, B, p.n, p.partial, sm);
 }
 
-/* The finishes of those problems in one launch: one warp per column of all of them, each column summed as
+/* The finishes of those problems in one launch: their columns one after another, 32 per block, each summed as
  * fh_colsum_finish_kernel sums it. */
 static __global__ void fh_colsum_finish_multi_kernel(fh_colsum_multi m, int chunks) {
-  int col = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  int k = 0;
-  while (k < m.count && col >= m.p[k].n) col -= m.p[k++].n;
-  if (k >= m.count) return;
-  const fh_colsum_problem& p = m.p[k];
-  fh_colsum_finish_col(p.partial, chunks, p.n, col, lane, p.out);
+  fh_colsum_finish_block(chunks, [&](int g, const float** p, int* pn, int* col, float** o) {
+    int k = 0;
+    while (k < m.count && g >= m.p[k].n) g -= m.p[k++].n;
+    if (k >= m.count) return false;
+    *p = m.p[k].partial; *pn = m.p[k].n; *col = g; *o = m.p[k].out;
+    return true;
+  });
 }
 
 fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s) {
@@ -245,7 +260,7 @@ fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s
   dim3 grid(1, chunks, m.count), block(kColsumTx, kColsumTy);
   fh_colsum_partial_multi_kernel<<<grid, block, 0, s>>>(m, B);
   FH_LAUNCH_CHECK();
-  fh_colsum_finish_multi_kernel<<<CEIL_DIV(cols * 32, 256), 256, 0, s>>>(m, chunks);
+  fh_colsum_finish_multi_kernel<<<CEIL_DIV(cols, 32), dim3(32, 32), 0, s>>>(m, chunks);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -322,7 +337,7 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
 
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s) {
   if (chunks <= 0 || n <= 0) return FH_OK;
-  fh_colsum_finish_kernel<<<CEIL_DIV(n * 32, 256), 256, 0, s>>>(partial, chunks, n, out);
+  fh_colsum_finish_kernel<<<CEIL_DIV(n, 32), dim3(32, 32), 0, s>>>(partial, chunks, n, out);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
