@@ -53,6 +53,9 @@ struct fh_eval_rec {
 };
 
 /* State of the fused evaluation (kernels/eval_fused.cu); zero = off. */
+/* counters of the fused evaluation's profile (FH_EVAL_FUSED_PROFILE; kernels/eval_fused.cu's EF_NPROF) */
+#define FH_EVAL_NPROF 12
+
 struct fh_eval_fused {
   int32_t on;             /* 1: fh_eval_run uses the fused kernel */
   char why[192];          /* why it is off when it was wanted (empty otherwise) */
@@ -63,7 +66,7 @@ struct fh_eval_fused {
   void* xval;             /* (n_val, D) bf16 device: the market window of every validation bar, account 0 */
   float* p1;              /* (n_val, h1) fp32 device: Xval W1^T of the current weights (per evaluation) */
   void* params;           /* host copy of the kernel's parameter block */
-  unsigned long long* prof; /* tests only, NULL otherwise: (10) device, block 0's cycles per phase */
+  unsigned long long* prof; /* tests only, NULL otherwise: (FH_EVAL_NPROF) device, block 0's cycles per phase */
 };
 
 struct fh_cuda_eval {

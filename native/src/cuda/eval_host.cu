@@ -321,7 +321,7 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
       CHK(cudaMemset(ev.q_log, 0xff, (size_t)need * 4) == cudaSuccess ? FH_OK : FH_ERR_DEVICE, "q_log init");
     }
     const bool prof = ev.fused.on && getenv("FH_EVAL_FUSED_PROFILE") != nullptr;
-    if (prof) CHK(cudaMalloc(&ev.fused.prof, 10 * sizeof(unsigned long long)) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
+    if (prof) CHK(cudaMalloc(&ev.fused.prof, FH_EVAL_NPROF * sizeof(unsigned long long)) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
                   "profile allocation");
     if (ev.n_seg > 0) {
       CHK(fh_eval_run(ev, &net), "evaluation");
@@ -334,17 +334,19 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
           "q_log read");
     if (prof && ev.max_steps > 0) {
       /* FH_EVAL_FUSED_PROFILE (tests): where one block's time goes, cycles per step */
-      unsigned long long c[10];
+      unsigned long long c[FH_EVAL_NPROF];
       CHK(cudaMemcpy(c, ev.fused.prof, sizeof c, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
           "profile read");
       int clk = 0, dev = 0;
       cudaGetDevice(&dev);
       cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
       printf("      fused profile, block 0, cycles per step (SM clock %d MHz max):", clk / 1000);
-      /* slots 0..8: the phases and the barrier after each; slot 9: the expected-Q part of slot 7 */
-      const char* nm[10] = {"P1+h1", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar", "(of which EQ)"};
+      /* slots 0..8: the phases and the barrier after each; 9: slot 7 up to its block barrier; 10, 11: inside
+       * it, warp 0's expected-Q task and the first speculating warp's steps */
+      const char* nm[FH_EVAL_NPROF] = {"P1+h1", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar",
+                                       "(of which EQ)", "(EQ warp)", "(step warp)"};
       unsigned long long tot = 0;
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < FH_EVAL_NPROF; ++i) {
         printf(" %s %llu", nm[i], c[i] / (unsigned long long)ev.max_steps);
         if (i < 9) tot += c[i];
       }
