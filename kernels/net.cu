@@ -94,7 +94,9 @@ static __global__ void fh_relu_bwd_partial_kernel(T* __restrict__ dy, const T* _
  * the sums through shared memory, and warp y adds column y's 32 chunk-lane sums with fh_warp_sum's xor-tree; lane 0
  * writes it. Each column's sum is that of one warp whose lane l takes chunks l, l + 32, ... col_of(g, ...) maps the
  * block's column g to its partials (chunk stride n), its column and its output, false past the last one. (One warp
- * per column read 32 chunks' rows per load: 42-58 us for 512 chunks of 256-512 columns on the H200.) */
+ * per column, the old finish, reads 32 chunks' rows per load; alone on the H200 (bench/gpu/colsum_probe.cu) both
+ * take ~4-5 us a launch, so the 42-58 us a CUPTI trace showed for it inside the train step are queueing behind
+ * the kernels beside it, not its own time.) */
 template <class ColOf>
 __device__ __forceinline__ void fh_colsum_finish_block(int chunks, ColOf col_of) {
   __shared__ float sm[32][33];
