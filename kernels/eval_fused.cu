@@ -124,7 +124,6 @@ struct ef_params {
   /* the speculative env step (ef_speculate / ef_commit) */
   int32_t spec_ok;           /* setup: the shapes allow it */
   int32_t spec;              /* this launch: spec_ok and FH_EVAL_PRELOAD is not "0" */
-  int32_t bars_ahead;        /* this launch: spec and FH_EVAL_BARS_AHEAD is not "0" (ef_bars_ahead) */
   int32_t n_cls;             /* classes: distinct targets x n_stop */
   int32_t cls_tgt[EF_MAXCLS];        /* class c: target */
   int8_t cls_a2[EF_MAXCLS];          /* ... and stop choice a2 */
@@ -443,7 +442,7 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
  * fh_eval_step_one's arithmetic (fh_eval_step_rec) and the account features, and leave state, record
  * and packed account in slot c; nothing global is written (ef_commit books the greedy class). A row that
  * does not step this time (its segment has ended) gets the account of its unchanged state in slot 0. */
-__device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsigned char* sm, const fh_eval_bars& pre) {
+__device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsigned char* sm) {
   const int lane = threadIdx.x & 31, o = (threadIdx.x >> 5) - EF_OWN * P.nb;
   if (o < 0 || o >= EF_OWN) return;
   const int j = rank + EF_C * o;
@@ -454,8 +453,7 @@ __device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsi
   ef_spec* slot = reinterpret_cast<ef_spec_area*>(sm + P.spec_off)->slot + o * P.n_cls;
   float f[FH_ENV_ACCOUNT];
   if (step < sseg[2 * j + 1] - 1) {
-    /* the bars ef_bars_ahead loaded at the top of the step (the same values), else one round now */
-    const fh_eval_bars bars = P.bars_ahead && pre.t == s0.t ? pre : fh_eval_load_bars(a.m, s0.t);
+    const fh_eval_bars bars = fh_eval_load_bars(a.m, s0.t);
     if (lane < P.n_cls) {
       fh_env_state s = s0;
       fh_eval_rec rec;
@@ -503,7 +501,7 @@ __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigne
  * prologue), and the new account features into every block's account tile. P.spec: the step is
  * ef_speculate's beside the expected Q and ef_commit's copy; else one thread per row steps after it. */
 __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl,
-                        long long* prof, const fh_eval_bars& pre) {
+                        long long* prof) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const fh_eval_args& a = P.ea;
   const float* logits = reinterpret_cast<const float*>(sm + P.log_off);
@@ -533,7 +531,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
     }
     if (pb && warp == 0) prof[10] += clock64() - t0;
     if (spec) {
-      ef_speculate(P, m, rank, step, sm, pre);
+      ef_speculate(P, m, rank, step, sm);
       if (pb && warp == EF_OWN * P.nb) prof[11] += clock64() - t0;
     }
     __syncthreads();
@@ -565,22 +563,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
 
 /* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1, 1 = L2, 2 = the
  * barrier after it, 3/4 = LH, 5/6 = LO, 7/8 = expected Q + step, 9 = the expected-Q part of 7 (to the block
- * barrier), 10 = warp 0's own expected-Q task, 11 = the first speculating warp's steps (ef_rows).
- *
- * ef_bars_ahead (P.bars_ahead): a row's cursor at step i is known in advance (its segment's first bar + i), so
- * at the top of every step the speculating warps issue the loads of bars t and t + 1 that ef_speculate needs
- * in phase D, and the loads' latency passes under phases A-C. The values are the same loads', so the same
- * bits; ef_speculate checks the cursor and loads them itself where it differs. */
-__device__ __forceinline__ void ef_bars_ahead(const ef_params& P, int m, int rank, int step, const int32_t* sseg,
-                                              fh_eval_bars& pre) {
-  const int o = (int)(threadIdx.x >> 5) - EF_OWN * P.nb;
-  pre.t = -1;
-  if (!P.bars_ahead || o < 0 || o >= EF_OWN) return;
-  const int j = rank + EF_C * o;
-  if (m * EF_MT + j >= P.S || step >= sseg[2 * j + 1] - 1) return;
-  pre = fh_eval_load_bars(P.ea.m, (int64_t)sseg[2 * j] + step);
-}
-
+ * barrier), 10 = warp 0's own expected-Q task, 11 = the first speculating warp's steps (ef_rows). */
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
   extern __shared__ __align__(16) unsigned char sm[];
   __shared__ long long s_prof[EF_NPROF];
@@ -615,9 +598,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
   cl.sync(); /* every block of the cluster runs and has zeroed its account tile */
-  fh_eval_bars pre;
-  pre.t = -1;
-  ef_rows(P, m, rank, -1, sm, cl, nullptr, pre);
+  ef_rows(P, m, rank, -1, sm, cl, nullptr);
   cl.sync();
   long long tp = clock64();
 #define EF_MARK(slot)                  \
@@ -627,7 +608,6 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    ef_bars_ahead(P, m, rank, step, sseg, pre);
     fh_cp_wait<0>();
     __syncthreads();
     ef_build_h1(P, sm);
@@ -646,7 +626,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     EF_MARK(5);
     cl.sync();
     EF_MARK(6);
-    ef_rows(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr, pre);
+    ef_rows(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
     EF_MARK(7);
     cl.sync();
     EF_MARK(8);
@@ -922,8 +902,6 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.prof = f.prof;
   /* FH_EVAL_PRELOAD=0: the one-thread env step after the expected Q (A/B; the same bits) */
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
-  /* FH_EVAL_BARS_AHEAD=0: the speculative step loads its bars in phase D (A/B; the same bits) */
-  P.bars_ahead = P.spec && !fh_env_is("FH_EVAL_BARS_AHEAD", "0");
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
   FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));

@@ -17,8 +17,10 @@
  *                     per block after the block's own minimum (FH_PER_REDUCE=0: one per sample).
  *                     step = *train_step + step_offset (the offset lets the trainer sample step k+1's
  *                     batch before step k's Adam bumps the counter; beta uses the same step)
- *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...)
- *   priority_update   zero the sampled leaves (flagging their l1 nodes dirty), then atomicMax of
+ *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...); with the
+ *                     early zero (the trainer's, fh_per_zero) also the priority update's first part: the sampled
+ *                     leaves zeroed and flagged, the leaf values passed from per_sample in `weight`
+ *   priority_update   zero the sampled leaves (flagging their l1 nodes dirty; unless the sampler did), then atomicMax of
  *                     (signal+eps)^alpha on the float bits: duplicates keep the max whatever the order
  *                     (and flag the same node: deduplicated); *max_priority likewise, one atomic per
  *                     block after the block's maximum; rebuild <partial>
@@ -247,7 +249,7 @@ __device__ __forceinline__ unsigned int fh_sample_one(const fh_cuda_sumtree& t, 
 static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t seed,
                                          const int64_t* __restrict__ train_step, int64_t step_offset,
                                          int32_t* __restrict__ slot, double* __restrict__ prob,
-                                         unsigned int* min_leaf_bits, bool reduce) {
+                                         unsigned int* min_leaf_bits, bool reduce, float* __restrict__ leaf_out) {
   __shared__ unsigned int s_min[FH_SAMPLE_WARPS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int32_t j = blockIdx.x * FH_SAMPLE_WARPS + warp;
@@ -255,6 +257,7 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
     const unsigned int bits = j < B ? fh_sample_one(t, B, seed, train_step, step_offset, slot, prob, j, lane)
                                     : 0xFFFFFFFFu;
     if (lane == 0) s_min[warp] = bits;
+    if (leaf_out && lane == 0 && j < B) leaf_out[j] = __uint_as_float(bits);
     __syncthreads();
     if (threadIdx.x == 0) {
       unsigned int m = s_min[0];
@@ -264,14 +267,18 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
   } else if (j < B) { /* FH_PER_REDUCE=0: one atomic per sample (A/B) */
     const unsigned int bits = fh_sample_one(t, B, seed, train_step, step_offset, slot, prob, j, lane);
     if (lane == 0) atomicMin(min_leaf_bits, bits);
+    if (leaf_out && lane == 0) leaf_out[j] = __uint_as_float(bits);
   }
 }
 
+/* zero (the early zero of the priority update, fh_launch_per_sample): weight[j] holds the sample's leaf (per_sample's
+ * leaf_out) instead of a second read of it; the sampled leaves are then zeroed and their l1 nodes flagged dirty (dirty
+ * NULL: a full rebuild follows), as leaves_zero_kernel does. No thread reads a leaf, so duplicates cannot race. */
 static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const int32_t* __restrict__ slot,
                                           const int64_t* __restrict__ train_step, int64_t step_offset,
                                           float beta_start, float beta_end, int64_t beta_steps,
                                           const unsigned int* __restrict__ min_leaf_bits,
-                                          float* __restrict__ weight, float* beta_out) {
+                                          float* __restrict__ weight, float* beta_out, bool zero, uint8_t* dirty) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
   const float beta = fh_per_beta(beta_start, beta_end, beta_steps, *train_step + step_offset);
@@ -279,9 +286,14 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
   const double total = *t.total;
   const double size = (double)*t.count;
   const double lmin = (double)__uint_as_float(*min_leaf_bits);
-  const double lv = (double)t.leaf[slot[j]];
+  const int32_t k = slot[j];
+  const double lv = (double)(zero ? weight[j] : t.leaf[k]);
   const double wmax = fh_per_weight(size, lmin, total, (double)beta);
   weight[j] = (float)(fh_per_weight(size, lv, total, (double)beta) / wmax);
+  if (zero) {
+    t.leaf[k] = 0.0f;
+    if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
+  }
 }
 
 /* ---------------------------------------------------------------- priority update */
@@ -352,25 +364,28 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
 
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
-                               cudaStream_t s, int64_t step_offset) {
+                               cudaStream_t s, int64_t step_offset, fh_per_zero zero) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
+  const bool z = zero != FH_PER_ZERO_NONE;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
-  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(t, B, seed, train_step, step_offset,
-                                                                                b.slot, b.prob, b.min_prob_bits,
-                                                                                per_reduce());
+  per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(
+      t, B, seed, train_step, step_offset, b.slot, b.prob, b.min_prob_bits, per_reduce(), z ? b.weight : nullptr);
   FH_LAUNCH_CHECK();
   per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
-      t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta);
+      t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta, z,
+      zero == FH_PER_ZERO_DIRTY ? t.dirty : nullptr);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
 
 fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
-                                    cudaStream_t s) {
+                                    cudaStream_t s, bool zero) {
   if (B <= 0) return FH_OK;
-  leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
-      r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
-  FH_LAUNCH_CHECK();
+  if (zero) {
+    leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+        r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
+    FH_LAUNCH_CHECK();
+  }
   leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,
                                                                         r.alpha, r.max_priority, per_reduce());
   FH_LAUNCH_CHECK();

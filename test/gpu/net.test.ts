@@ -8,7 +8,8 @@
  *   - the fast C51 loss against the general one, the fused-epilogue backward against the kernel one,
  *     bf16 against fp32 head outputs of the training passes, the reference GEMM against cuBLASLt;
  *   - graphs on == graphs off, bit for bit (epoch scalars and parameters), and step groups (several train steps a
- *     graph launch, FH_STEP_GROUP) == one step a graph, bit for bit;
+ *     graph launch, FH_STEP_GROUP) == one step a graph, bit for bit; the replay chain's reorders (the early zero,
+ *     the loss mean's branch) == the old order, bit for bit;
  *   - one host synchronisation per epoch;
  *   - the edge-market learning check on the GPU (the CPU backend learns it in ~20 tiny epochs);
  *   - a checkpoint saved on the GPU resumes bit for bit.
@@ -349,6 +350,41 @@ describe('CUDA orchestration', () => {
       }
       expect(Buffer.from(runs.params.buffer).equals(Buffer.from(one.params.buffer)), `group ${group} online`).toBe(true);
       expect(Buffer.from(runs.target.buffer).equals(Buffer.from(one.target.buffer)), `group ${group} target`).toBe(true);
+    }
+  });
+
+  test('the replay chain reordered (early zero, the loss mean on a branch of its own) == the old order, bit for bit', () => {
+    // the sampler's weights kernel zeroes the batch's leaves (FH_PER_EARLY_ZERO) and the loss mean + counter copy
+    // leave the side stream (FH_MEAN_BRANCH): the same trees, batches and weights, with the partial and the full
+    // rebuild and with the sampler reading the counter itself (FH_STEP_SNAPSHOT=0)
+    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
+    const m = nativeMarket(market(cfg));
+    const gpu = loadNative('cuda');
+    const run = (env: Record<string, string | undefined>) => withEnv(env, () =>
+      withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+        const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
+        return { stats, params: params(gpu, h, 0) };
+      }));
+    const old = { FH_PER_EARLY_ZERO: '0', FH_MEAN_BRANCH: '0' };
+    const pairs: Array<[string, Record<string, string | undefined>, Record<string, string | undefined>]> = [
+      ['default', {}, old],
+      ['early zero alone', { FH_MEAN_BRANCH: '0' }, old],
+      ['full rebuild', { FH_PER_FULL_REBUILD: '1' }, { ...old, FH_PER_FULL_REBUILD: '1' }],
+      ['no counter copy', { FH_STEP_SNAPSHOT: '0' }, { ...old, FH_STEP_SNAPSHOT: '0' }],
+    ];
+    for (const [name, envNew, envOld] of pairs) {
+      const a = run(envNew);
+      const b = run(envOld);
+      for (let e = 0; e < 3; e++) {
+        const x = a.stats[e];
+        const y = b.stats[e];
+        if (x === undefined || y === undefined) throw new Error('missing epoch');
+        expect(Number.isFinite(x.loss_mean)).toBe(true);
+        for (const k of keys) expect(x[k], `${name}, epoch ${e + 1} ${String(k)}`).toStrictEqual(y[k]);
+        expect(x.val.total_pnl).toStrictEqual(y.val.total_pnl);
+        expect(x.host_syncs).toBe(1);
+      }
+      expect(Buffer.from(a.params.buffer).equals(Buffer.from(b.params.buffer)), `${name}: online params`).toBe(true);
     }
   });
 

@@ -131,6 +131,14 @@ struct fh_trainer {
   cudaStream_t s_side = nullptr;
   cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
+  /* the batch-loss mean and the counter copy on a branch of their own (FH_MEAN_BRANCH=0: first on the side stream,
+   * ahead of the priority update), so that the replay's chain (priority update, sample, gather: the step's longest
+   * after the loss) starts right after the loss; e_rec joins it before the optimiser, which writes the record */
+  cudaStream_t s_rec = nullptr;
+  cudaEvent_t e_rec = nullptr;
+  /* the early zero (fh_per_zero; FH_PER_EARLY_ZERO=0 off): the sampler's weights kernel zeroes the batch's leaves,
+   * and the batch's priority update is then one launch shorter */
+  bool early_zero = false;
 
   cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
   /* collect-ahead (FH_COLLECT_AHEAD=0 off; on with the fused evaluation, which runs on a stream and workspace of
@@ -289,10 +297,14 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   const fh_config& c = t->cfg;
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
+  /* the early zero only where the batch's priority update follows (not with FH_KO_PRIO) */
+  const fh_per_zero zero = !t->early_zero || (net->knockout & FH_KO_PRIO) ? FH_PER_ZERO_NONE
+                           : t->replay.full_rebuild                       ? FH_PER_ZERO_FULL
+                                                                          : FH_PER_ZERO_DIRTY;
   /* FH_KO_SAMPLE leaves out the prefetched samples only: the gathers keep reading the first step's real batch */
   if (!(net->knockout & FH_KO_SAMPLE) || step_offset == 0)
     FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
-                                c.per_beta_steps, s, step_offset));
+                                c.per_beta_steps, s, step_offset, zero));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
   if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, net->pair_l, s);
@@ -323,7 +335,10 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   /* the priority update needs only the slots and the loss's signal; the next sample must see it, and
    * nothing else of the step reads the tree */
   const bool prio = !(net->knockout & FH_KO_PRIO);
-  if (replay && !pf && prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s));
+  /* whether the update still zeroes the batch's leaves: not when the sampler of this set did (early zero), i.e.
+   * always but where FH_KO_SAMPLE left the prefetched sampling out */
+  const bool zero = !t->early_zero || ((net->knockout & FH_KO_SAMPLE) && !(flags & TS_SAMPLE));
+  if (replay && !pf && prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, s, zero));
   if (pf) {
     /* fork: the priority update, then step k+1's sample + gather into the other set, concurrent with this
      * step's backward. The counter still reads k here (Adam of this step bumps it), hence offset 1. Adam
@@ -332,17 +347,23 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
      * FH_STEP_SNAPSHOT=0 makes the sampler read the counter itself, e_sampled after it */
     FH_CUDA_TRY(cudaEventRecord(t->e_fork, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_fork, 0));
+    /* the loss mean and the counter copy: on their own branch (s_rec), else first on the side stream */
+    cudaStream_t sm = t->s_rec ? t->s_rec : t->s_side;
+    if (t->s_rec) FH_CUDA_TRY(cudaStreamWaitEvent(t->s_rec, t->e_fork, 0));
     const int64_t* counter = net->step;
     cudaEvent_t sampled = t->e_sampled;
-    if (!(net->knockout & FH_KO_MEAN)) FH_TRY(fh_net_loss_mean(net, B, t->s_side));
+    if (!(net->knockout & FH_KO_MEAN)) FH_TRY(fh_net_loss_mean(net, B, sm));
     if (t->step_snap) {
       /* after the loss mean: the optimiser, which waits for e_sampled, also writes the step record */
-      FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, t->s_side));
-      FH_CUDA_TRY(cudaEventRecord(t->e_sampled, t->s_side));
+      FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, sm));
+      FH_CUDA_TRY(cudaEventRecord(t->e_sampled, sm));
       counter = t->step_snap;
       sampled = nullptr;
     }
-    if (prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side));
+    if (t->s_rec) FH_CUDA_TRY(cudaEventRecord(t->e_rec, t->s_rec));
+    if (prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side, zero));
+    /* the sampler reads the copy made on the branch */
+    if (t->s_rec && t->step_snap) FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_sampled, 0));
     FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
     if (flags & TS_TPF)
@@ -352,6 +373,7 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   FH_TRY(fh_net_backward(net, B));
   if (flags & TS_QSTATS) FH_TRY(launch_qstats(t, s));
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_sampled, 0));
+  if (pf && t->s_rec) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_rec, 0)); /* the loss mean, for the record */
   /* the loss mean is done here (on S, or on the side stream before e_sampled: after the counter copy, or, with
    * FH_STEP_SNAPSHOT=0, after the sampler, which follows it), so the fused optimiser's last block writes the step
    * record (FH_STEP_RECORD_KERNEL=1, the 5-launch chain or the knockout: a launch of its own at the end) */
@@ -494,10 +516,11 @@ static void destroy_all(fh_trainer* t) {
   if (t->h_qstats) cudaFreeHost(t->h_qstats);
   if (t->h_done) cudaFreeHost(t->h_done);
   if (t->h_eps) cudaFreeHost(t->h_eps);
-  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3, t->e_fork, t->e_sampled, t->e_join};
+  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3, t->e_fork, t->e_sampled, t->e_join, t->e_rec};
   for (auto e : es)
     if (e) cudaEventDestroy(e);
   if (t->s_side) cudaStreamDestroy(t->s_side);
+  if (t->s_rec) cudaStreamDestroy(t->s_rec);
   if (t->step_snap) cudaFree(t->step_snap);
   cudaEvent_t aes[] = {t->e_a0, t->e_ac, t->e_a1, t->e_ev};
   for (auto e : aes)
@@ -683,7 +706,12 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
+    if (!fh_env_is("FH_MEAN_BRANCH", "0")) {
+      TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_rec, cudaStreamNonBlocking, greatest), "stream creation");
+      TR_CUDA(t, cudaEventCreateWithFlags(&t->e_rec, cudaEventDisableTiming), "event creation");
+    }
   }
+  t->early_zero = !fh_env_is("FH_PER_EARLY_ZERO", "0");
 
   t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !fh_env_is("FH_COLLECT_AHEAD", "0");
   if (t->ahead_on) {
