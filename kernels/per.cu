@@ -364,14 +364,19 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
 
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
-                               cudaStream_t s, int64_t step_offset, fh_per_zero zero) {
+                               cudaStream_t s, int64_t step_offset, fh_per_zero zero, cudaStream_t ws,
+                               cudaEvent_t fork) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
   const bool z = zero != FH_PER_ZERO_NONE;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
   per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(
       t, B, seed, train_step, step_offset, b.slot, b.prob, b.min_prob_bits, per_reduce(), z ? b.weight : nullptr);
   FH_LAUNCH_CHECK();
-  per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
+  if (ws) { /* the weights on stream ws, forked after the sampler */
+    FH_CUDA_TRY(cudaEventRecord(fork, s));
+    FH_CUDA_TRY(cudaStreamWaitEvent(ws, fork, 0));
+  }
+  per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, ws ? ws : s>>>(
       t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta, z,
       zero == FH_PER_ZERO_DIRTY ? t.dirty : nullptr);
   FH_LAUNCH_CHECK();

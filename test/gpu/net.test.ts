@@ -353,10 +353,11 @@ describe('CUDA orchestration', () => {
     }
   });
 
-  test('the replay chain reordered (early zero, the loss mean on a branch of its own) == the old order, bit for bit', () => {
-    // the sampler's weights kernel zeroes the batch's leaves (FH_PER_EARLY_ZERO) and the loss mean + counter copy
-    // leave the side stream (FH_MEAN_BRANCH): the same trees, batches and weights, with the partial and the full
-    // rebuild and with the sampler reading the counter itself (FH_STEP_SNAPSHOT=0)
+  test('the replay chain reordered (early zero, the loss mean and IS weights on a branch) == the old order, bit for bit', () => {
+    // the sampler's weights kernel zeroes the batch's leaves (FH_PER_EARLY_ZERO), the loss mean + counter copy
+    // leave the side stream (FH_MEAN_BRANCH) and the next batch's weights run on that branch beside its gather
+    // (FH_WEIGHTS_BRANCH): the same trees, batches and weights, with the partial and the full rebuild and with the
+    // sampler reading the counter itself (FH_STEP_SNAPSHOT=0, which keeps the weights after the sampler)
     const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
     const m = nativeMarket(market(cfg));
     const gpu = loadNative('cuda');
@@ -365,10 +366,11 @@ describe('CUDA orchestration', () => {
         const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
         return { stats, params: params(gpu, h, 0) };
       }));
-    const old = { FH_PER_EARLY_ZERO: '0', FH_MEAN_BRANCH: '0' };
+    const old = { FH_PER_EARLY_ZERO: '0', FH_MEAN_BRANCH: '0', FH_WEIGHTS_BRANCH: '0' };
     const pairs: Array<[string, Record<string, string | undefined>, Record<string, string | undefined>]> = [
       ['default', {}, old],
       ['early zero alone', { FH_MEAN_BRANCH: '0' }, old],
+      ['no weights branch', { FH_WEIGHTS_BRANCH: '0' }, old],
       ['full rebuild', { FH_PER_FULL_REBUILD: '1' }, { ...old, FH_PER_FULL_REBUILD: '1' }],
       ['no counter copy', { FH_STEP_SNAPSHOT: '0' }, { ...old, FH_STEP_SNAPSHOT: '0' }],
     ];

@@ -119,11 +119,13 @@ enum fh_per_zero { FH_PER_ZERO_NONE = 0, FH_PER_ZERO_DIRTY = 1, FH_PER_ZERO_FULL
  * step = *train_step + step_offset (device counter, read by both kernels);
  * beta = beta_start + (beta_end-beta_start)*min(1, step/beta_steps).
  * Writes b.slot, b.prob, b.weight, b.beta (and b.min_prob_bits, scratch); reads nothing but the
- * tree and *train_step. Requires total > 0. (2 launches + 1 memset.) */
+ * tree and *train_step. Requires total > 0. (2 launches + 1 memset.) ws: the weights kernel runs on stream ws,
+ * forked after the sampler by the event `fork` (the caller joins ws; only b.slot is ready on s). */
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end,
                                int64_t beta_steps, cudaStream_t s, int64_t step_offset = 0,
-                               fh_per_zero zero = FH_PER_ZERO_NONE);
+                               fh_per_zero zero = FH_PER_ZERO_NONE, cudaStream_t ws = nullptr,
+                               cudaEvent_t fork = nullptr);
 
 /* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
  * ret, disc, nbar and nslot (with next_obs), and obs/next_obs (B, D; row stride ld) = features rows of the stored bar + stored

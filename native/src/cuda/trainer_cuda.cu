@@ -136,6 +136,11 @@ struct fh_trainer {
    * after the loss) starts right after the loss; e_rec joins it before the optimiser, which writes the record */
   cudaStream_t s_rec = nullptr;
   cudaEvent_t e_rec = nullptr;
+  /* the next batch's IS weights on that branch too (FH_WEIGHTS_BRANCH=0: after the sampler on the side stream): the
+   * gather needs only the slots, and only the next step's loss reads the weights; e_wfork after the sampler,
+   * e_wjoin after the weights (joined at the step's end). Needs the counter copy (the weights read the counter). */
+  bool weights_branch = false;
+  cudaEvent_t e_wfork = nullptr, e_wjoin = nullptr;
   /* the early zero (fh_per_zero; FH_PER_EARLY_ZERO=0 off): the sampler's weights kernel zeroes the batch's leaves,
    * and the batch's priority update is then one launch shorter */
   bool early_zero = false;
@@ -291,7 +296,7 @@ static unsigned step_flags(const fh_trainer* t, int32_t k, int32_t steps) {
 /* PER sample (counter *counter + step_offset) + gather [s; s'] of batch set `set` on stream s; the
  * event `sampled` (optional) is recorded once the sampler has read the counter. */
 static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, const int64_t* counter,
-                                      int64_t step_offset, cudaEvent_t sampled) {
+                                      int64_t step_offset, cudaEvent_t sampled, bool branch = false) {
   const int32_t B = t->batch;
   const fh_net* net = &t->net;
   const fh_config& c = t->cfg;
@@ -304,7 +309,8 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   /* FH_KO_SAMPLE leaves out the prefetched samples only: the gathers keep reading the first step's real batch */
   if (!(net->knockout & FH_KO_SAMPLE) || step_offset == 0)
     FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
-                                c.per_beta_steps, s, step_offset, zero));
+                                c.per_beta_steps, s, step_offset, zero, branch ? t->s_rec : nullptr,
+                                branch ? t->e_wfork : nullptr));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
   if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, net->pair_l, s);
@@ -364,7 +370,10 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     if (prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side, zero));
     /* the sampler reads the copy made on the branch */
     if (t->s_rec && t->step_snap) FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_sampled, 0));
-    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled));
+    /* the weights on the branch (after the record's copy there); FH_KO_SAMPLE skips the sampler here */
+    const bool wb = t->weights_branch && t->s_rec && t->step_snap && !(net->knockout & FH_KO_SAMPLE);
+    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled, wb));
+    if (wb) FH_CUDA_TRY(cudaEventRecord(t->e_wjoin, t->s_rec));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
     if (flags & TS_TPF)
       FH_TRY(fh_net_target_forward(net, B, t->xs[set ^ 1], t->tp1.on ? t->bb[set ^ 1].nbar : nullptr, t->s_side));
@@ -382,6 +391,8 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   FH_TRY(fh_net_optimise(net, c, t->record_in_optimiser ? &rec : nullptr, &recorded));
   /* join before the graph ends (and before a record launch: it reads the loss mean of the side stream) */
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0));
+  if (pf && t->weights_branch && t->s_rec && t->step_snap && !(net->knockout & FH_KO_SAMPLE))
+    FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_wjoin, 0));
   if (recorded) return FH_OK;
   return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
                                t->d_done, s);
@@ -516,7 +527,8 @@ static void destroy_all(fh_trainer* t) {
   if (t->h_qstats) cudaFreeHost(t->h_qstats);
   if (t->h_done) cudaFreeHost(t->h_done);
   if (t->h_eps) cudaFreeHost(t->h_eps);
-  cudaEvent_t es[] = {t->e_t0, t->e_t1, t->e_t2, t->e_t3, t->e_fork, t->e_sampled, t->e_join, t->e_rec};
+  cudaEvent_t es[] = {t->e_t0,   t->e_t1,   t->e_t2, t->e_t3,     t->e_fork,
+                      t->e_sampled, t->e_join, t->e_rec, t->e_wfork, t->e_wjoin};
   for (auto e : es)
     if (e) cudaEventDestroy(e);
   if (t->s_side) cudaStreamDestroy(t->s_side);
@@ -709,6 +721,9 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     if (!fh_env_is("FH_MEAN_BRANCH", "0")) {
       TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_rec, cudaStreamNonBlocking, greatest), "stream creation");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_rec, cudaEventDisableTiming), "event creation");
+      t->weights_branch = !fh_env_is("FH_WEIGHTS_BRANCH", "0");
+      TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wfork, cudaEventDisableTiming), "event creation");
+      TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wjoin, cudaEventDisableTiming), "event creation");
     }
   }
   t->early_zero = !fh_env_is("FH_PER_EARLY_ZERO", "0");
