@@ -363,20 +363,25 @@ describe('CUDA orchestration', () => {
     const gpu = loadNative('cuda');
     const run = (env: Record<string, string | undefined>) => withEnv(env, () =>
       withTrainer(gpu, cudaConfig(cfg), m, (h) => {
+        const engine = info(gpu, h).engine;
         const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
-        return { stats, params: params(gpu, h, 0) };
+        return { engine, stats, params: params(gpu, h, 0) };
       }));
-    const old = { FH_PER_EARLY_ZERO: '0', FH_MEAN_BRANCH: '0', FH_WEIGHTS_BRANCH: '0' };
+    // opt-in until measured on a GPU: unset = the old order
+    const old = { FH_PER_EARLY_ZERO: undefined, FH_MEAN_BRANCH: undefined, FH_WEIGHTS_BRANCH: undefined };
+    const all = { FH_PER_EARLY_ZERO: '1', FH_MEAN_BRANCH: '1', FH_WEIGHTS_BRANCH: '1' };
     const pairs: Array<[string, Record<string, string | undefined>, Record<string, string | undefined>]> = [
-      ['default', {}, old],
-      ['early zero alone', { FH_MEAN_BRANCH: '0' }, old],
-      ['no weights branch', { FH_WEIGHTS_BRANCH: '0' }, old],
-      ['full rebuild', { FH_PER_FULL_REBUILD: '1' }, { ...old, FH_PER_FULL_REBUILD: '1' }],
-      ['no counter copy', { FH_STEP_SNAPSHOT: '0' }, { ...old, FH_STEP_SNAPSHOT: '0' }],
+      ['all three', all, old],
+      ['early zero alone', { ...old, FH_PER_EARLY_ZERO: '1' }, old],
+      ['mean branch without the weights', { ...all, FH_WEIGHTS_BRANCH: undefined }, old],
+      ['full rebuild', { ...all, FH_PER_FULL_REBUILD: '1' }, { ...old, FH_PER_FULL_REBUILD: '1' }],
+      ['no counter copy', { ...all, FH_STEP_SNAPSHOT: '0' }, { ...old, FH_STEP_SNAPSHOT: '0' }],
     ];
     for (const [name, envNew, envOld] of pairs) {
       const a = run(envNew);
       const b = run(envOld);
+      expect(a.engine, `${name}: the switches took effect`).toContain('replay chain early-zero');
+      expect(b.engine).not.toContain('replay chain');
       for (let e = 0; e < 3; e++) {
         const x = a.stats[e];
         const y = b.stats[e];

@@ -131,17 +131,18 @@ struct fh_trainer {
   cudaStream_t s_side = nullptr;
   cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
-  /* the batch-loss mean and the counter copy on a branch of their own (FH_MEAN_BRANCH=0: first on the side stream,
-   * ahead of the priority update), so that the replay's chain (priority update, sample, gather: the step's longest
+  /* the batch-loss mean and the counter copy on a branch of their own (opt-in, FH_MEAN_BRANCH=1, until it has run
+   * on a GPU; else first on the side stream, ahead of the priority update), so that the replay's chain (priority update, sample, gather: the step's longest
    * after the loss) starts right after the loss; e_rec joins it before the optimiser, which writes the record */
   cudaStream_t s_rec = nullptr;
   cudaEvent_t e_rec = nullptr;
-  /* the next batch's IS weights on that branch too (FH_WEIGHTS_BRANCH=0: after the sampler on the side stream): the
+  /* the next batch's IS weights on that branch too (opt-in with it, FH_WEIGHTS_BRANCH=1; else after the sampler on the
+   * side stream): the
    * gather needs only the slots, and only the next step's loss reads the weights; e_wfork after the sampler,
    * e_wjoin after the weights (joined at the step's end). Needs the counter copy (the weights read the counter). */
   bool weights_branch = false;
   cudaEvent_t e_wfork = nullptr, e_wjoin = nullptr;
-  /* the early zero (fh_per_zero; FH_PER_EARLY_ZERO=0 off): the sampler's weights kernel zeroes the batch's leaves,
+  /* the early zero (fh_per_zero; opt-in, FH_PER_EARLY_ZERO=1): the sampler's weights kernel zeroes the batch's leaves,
    * and the batch's priority update is then one launch shorter */
   bool early_zero = false;
 
@@ -718,15 +719,15 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
-    if (!fh_env_is("FH_MEAN_BRANCH", "0")) {
+    if (fh_env_is("FH_MEAN_BRANCH", "1")) {
       TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_rec, cudaStreamNonBlocking, greatest), "stream creation");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_rec, cudaEventDisableTiming), "event creation");
-      t->weights_branch = !fh_env_is("FH_WEIGHTS_BRANCH", "0");
+      t->weights_branch = fh_env_is("FH_WEIGHTS_BRANCH", "1");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wfork, cudaEventDisableTiming), "event creation");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wjoin, cudaEventDisableTiming), "event creation");
     }
   }
-  t->early_zero = !fh_env_is("FH_PER_EARLY_ZERO", "0");
+  t->early_zero = fh_env_is("FH_PER_EARLY_ZERO", "1");
 
   t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !fh_env_is("FH_COLLECT_AHEAD", "0");
   if (t->ahead_on) {
@@ -921,6 +922,9 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
   if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
+  if ((t->early_zero || t->s_rec) && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", replay chain%s%s%s", t->early_zero ? " early-zero" : "",
+                  t->s_rec ? " mean-branch" : "", t->weights_branch ? " weights-branch" : "");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
