@@ -132,14 +132,15 @@ struct fh_trainer {
   cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
   /* the batch-loss mean and the counter copy on a branch of their own (opt-in, FH_MEAN_BRANCH=1, until it has run
-   * on a GPU; else first on the side stream, ahead of the priority update), so that the replay's chain (priority update, sample, gather: the step's longest
-   * after the loss) starts right after the loss; e_rec joins it before the optimiser, which writes the record */
+   * on a GPU; else first on the side stream, ahead of the priority update), so that the replay's chain (priority
+   * update, sample, gather: the step's longest after the loss) starts right after the loss; e_rec joins it before
+   * the optimiser, which writes the record */
   cudaStream_t s_rec = nullptr;
   cudaEvent_t e_rec = nullptr;
   /* the next batch's IS weights on that branch too (opt-in with it, FH_WEIGHTS_BRANCH=1; else after the sampler on the
-   * side stream): the
-   * gather needs only the slots, and only the next step's loss reads the weights; e_wfork after the sampler,
-   * e_wjoin after the weights (joined at the step's end). Needs the counter copy (the weights read the counter). */
+   * side stream): the gather needs only the slots, and only the next step's loss reads the weights; e_wfork after
+   * the sampler, e_wjoin after the weights (joined at the step's end). Needs the counter copy (the weights read the
+   * counter). */
   bool weights_branch = false;
   cudaEvent_t e_wfork = nullptr, e_wjoin = nullptr;
   /* the early zero (fh_per_zero; opt-in, FH_PER_EARLY_ZERO=1): the sampler's weights kernel zeroes the batch's leaves,
@@ -923,8 +924,9 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
   if ((t->early_zero || t->s_rec) && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", replay chain%s%s%s", t->early_zero ? " early-zero" : "",
-                  t->s_rec ? " mean-branch" : "", t->weights_branch ? " weights-branch" : "");
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", replay chain%s%s%s",
+                  t->early_zero ? " early-zero" : "", t->s_rec ? " mean-branch" : "",
+                  t->weights_branch ? " weights-branch" : "");
   if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
   if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
