@@ -18,7 +18,7 @@
  *                     step = *train_step + step_offset (the offset lets the trainer sample step k+1's
  *                     batch before step k's Adam bumps the counter; beta uses the same step)
  *   per_weights       weight = fh_per_weight(size, leaf, total, beta) / fh_per_weight(size, min, ...); with the
- *                     early zero (the trainer's, fh_per_zero) also the priority update's first part: the sampled
+ *                     early zero (the trainer's, fh_launch_per_sample's zero) also the priority update's first part: the sampled
  *                     leaves zeroed and flagged, the leaf values passed from per_sample in `weight`
  *   priority_update   zero the sampled leaves (flagging their l1 nodes dirty; unless the sampler did), then atomicMax of
  *                     (signal+eps)^alpha on the float bits: duplicates keep the max whatever the order
@@ -271,6 +271,13 @@ static __global__ void per_sample_kernel(fh_cuda_sumtree t, int32_t B, uint64_t 
   }
 }
 
+/* Leaf k set to 0 by the priority update's first part, its l1 node flagged for the partial rebuild (dirty NULL: a
+ * full rebuild follows). Duplicates store the same values. */
+__device__ __forceinline__ void fh_leaf_zero(float* leaf, uint8_t* dirty, int32_t k) {
+  leaf[k] = 0.0f;
+  if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
+}
+
 /* zero (the early zero of the priority update, fh_launch_per_sample): weight[j] holds the sample's leaf (per_sample's
  * leaf_out) instead of a second read of it; the sampled leaves are then zeroed and their l1 nodes flagged dirty (dirty
  * NULL: a full rebuild follows), as leaves_zero_kernel does. No thread reads a leaf, so duplicates cannot race. */
@@ -290,10 +297,7 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
   const double lv = (double)(zero ? weight[j] : t.leaf[k]);
   const double wmax = fh_per_weight(size, lmin, total, (double)beta);
   weight[j] = (float)(fh_per_weight(size, lv, total, (double)beta) / wmax);
-  if (zero) {
-    t.leaf[k] = 0.0f;
-    if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
-  }
+  if (zero) fh_leaf_zero(t.leaf, dirty, k);
 }
 
 /* ---------------------------------------------------------------- priority update */
@@ -302,10 +306,11 @@ static __global__ void per_weights_kernel(fh_cuda_sumtree t, int32_t B, const in
 static __global__ void leaves_zero_kernel(float* leaf, uint8_t* dirty, const int32_t* __restrict__ slot, int32_t B) {
   const int32_t j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= B) return;
-  const int32_t k = slot[j];
-  leaf[k] = 0.0f;
-  if (dirty) dirty[k / FH_TREE_FANOUT] = 1;
+  fh_leaf_zero(leaf, dirty, slot[j]);
 }
+
+/* The l1 flags the priority update's zeroing sets: none when it is followed by a full rebuild. */
+static uint8_t* per_dirty(const fh_cuda_replay& r) { return r.full_rebuild ? nullptr : r.tree.dirty; }
 
 /* *max_priority: the block's maximum first (warp reduce, then one thread over the block's warps), one atomic per
  * block (reduce; else one per sample on one address). The maximum does not depend on the order. */
@@ -364,10 +369,10 @@ fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t*
 
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end, int64_t beta_steps,
-                               cudaStream_t s, int64_t step_offset, fh_per_zero zero, cudaStream_t ws,
+                               cudaStream_t s, int64_t step_offset, const fh_cuda_replay* zero, cudaStream_t ws,
                                cudaEvent_t fork) {
   if (B <= 0 || B > b.cap) return FH_ERR_INVALID_ARGUMENT;
-  const bool z = zero != FH_PER_ZERO_NONE;
+  const bool z = zero != nullptr;
   FH_CUDA_TRY(cudaMemsetAsync(b.min_prob_bits, 0xFF, sizeof(unsigned int), s));
   per_sample_kernel<<<CEIL_DIV(B, FH_SAMPLE_WARPS), 32 * FH_SAMPLE_WARPS, 0, s>>>(
       t, B, seed, train_step, step_offset, b.slot, b.prob, b.min_prob_bits, per_reduce(), z ? b.weight : nullptr);
@@ -378,7 +383,7 @@ fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b,
   }
   per_weights_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, ws ? ws : s>>>(
       t, B, b.slot, train_step, step_offset, beta_start, beta_end, beta_steps, b.min_prob_bits, b.weight, b.beta, z,
-      zero == FH_PER_ZERO_DIRTY ? t.dirty : nullptr);
+      z ? per_dirty(*zero) : nullptr);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -387,8 +392,7 @@ fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot
                                     cudaStream_t s, bool zero) {
   if (B <= 0) return FH_OK;
   if (zero) {
-    leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(
-        r.tree.leaf, r.full_rebuild ? nullptr : r.tree.dirty, slot, B);
+    leaves_zero_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, per_dirty(r), slot, B);
     FH_LAUNCH_CHECK();
   }
   leaves_max_kernel<<<CEIL_DIV(B, FH_SMALL_BLOCK), FH_SMALL_BLOCK, 0, s>>>(r.tree.leaf, slot, signal, B, r.eps,

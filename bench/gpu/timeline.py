@@ -12,12 +12,14 @@ its start offset, duration and stream, then the window's length, the time with a
 or more streams running together.
 """
 import csv
+import gzip
 import re
 import sys
 
 
 def load(path):
-    with open(path, newline='') as f:
+    """The trace's kernels as (start, end, stream, name [grid]) sorted by start, ns; path may be gzipped."""
+    with (gzip.open if path.endswith('.gz') else open)(path, 'rt', newline='') as f:
         lines = f.read().splitlines()
     head = next(i for i, l in enumerate(lines) if 'Start' in l and 'Duration' in l)
     rows = list(csv.DictReader(lines[head:]))

@@ -107,24 +107,22 @@ fh_status fh_launch_tree_rebuild(const fh_cuda_sumtree& t, cudaStream_t s);
 fh_status fh_launch_tree_set(const fh_cuda_sumtree& t, int32_t n, const int64_t* idx, const float* priority,
                              float alpha, cudaStream_t s);
 
-/* The early zero (fh_launch_per_sample): the sampler's weights kernel also zeroes the batch's leaves (the first part
- * of fh_launch_priority_update, which then skips it): FH_PER_ZERO_DIRTY flags their l1 nodes for the partial
- * rebuild, FH_PER_ZERO_FULL does not (r.full_rebuild). The caller guarantees that nothing reads the leaves or the
- * tree between the sample and the batch's priority update (the train step: only the batch's own loss), so the tree
- * after that update is bit for bit the one of zeroing there; it takes a dependent launch off the replay's chain. */
-enum fh_per_zero { FH_PER_ZERO_NONE = 0, FH_PER_ZERO_DIRTY = 1, FH_PER_ZERO_FULL = 2 };
-
 /* Stratified proportional sample of B slots: sample j draws
  * u = (j + fh_u01(philox(seed, j, step, SAMPLE)[0])) / B * total and descends the tree.
  * step = *train_step + step_offset (device counter, read by both kernels);
  * beta = beta_start + (beta_end-beta_start)*min(1, step/beta_steps).
  * Writes b.slot, b.prob, b.weight, b.beta (and b.min_prob_bits, scratch); reads nothing but the
  * tree and *train_step. Requires total > 0. (2 launches + 1 memset.) ws: the weights kernel runs on stream ws,
- * forked after the sampler by the event `fork` (the caller joins ws; only b.slot is ready on s). */
+ * forked after the sampler by the event `fork` (the caller joins ws; only b.slot is ready on s).
+ * zero (the early zero; NULL: none): the weights kernel also zeroes the batch's leaves of replay *zero (t must be
+ * its tree), as fh_launch_priority_update's first part does, which then skips it (zero = false there). The caller
+ * guarantees that nothing reads the leaves or the tree between the sample and the batch's priority update (the
+ * train step: only the batch's own gather, forward and loss), so the tree after that update is bit for bit the one
+ * of zeroing there; it takes a dependent launch off the replay's chain. */
 fh_status fh_launch_per_sample(const fh_cuda_sumtree& t, const fh_cuda_batch& b, int32_t B, uint64_t seed,
                                const int64_t* train_step, float beta_start, float beta_end,
                                int64_t beta_steps, cudaStream_t s, int64_t step_offset = 0,
-                               fh_per_zero zero = FH_PER_ZERO_NONE, cudaStream_t ws = nullptr,
+                               const fh_cuda_replay* zero = nullptr, cudaStream_t ws = nullptr,
                                cudaEvent_t fork = nullptr);
 
 /* n-step assembly from b.slot (fh_replay_nstep) and the observation gather (DESIGN §6): act (B,3),
@@ -146,7 +144,7 @@ fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_ma
 /* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
  * the max (deterministic); *max_priority = max(*max_priority, new); then the partial rebuild (the
  * full one with r.full_rebuild), bit for bit the tree a full rebuild gives. (3 launches; 2 with zero = false, when
- * the sampler zeroed the batch's leaves: fh_per_zero.) */
+ * the sampler zeroed the batch's leaves: fh_launch_per_sample's zero.) */
 fh_status fh_launch_priority_update(const fh_cuda_replay& r, const int32_t* slot, const float* signal, int32_t B,
                                     cudaStream_t s, bool zero = true);
 

@@ -139,8 +139,8 @@ struct fh_trainer {
   cudaEvent_t e_rec = nullptr;
   /* the next batch's IS weights on that branch too (opt-in with it, FH_WEIGHTS_BRANCH=1; else after the sampler on the
    * side stream): the gather needs only the slots, and only the next step's loss reads the weights; e_wfork after
-   * the sampler, e_wjoin after the weights (joined at the step's end). Needs the counter copy (the weights read the
-   * counter). */
+   * the sampler, e_wjoin after the weights (joined at the step's end). Resolved at create: it needs the counter copy
+   * (the weights read the counter) and a prefetched sampler (not FH_KO_SAMPLE). */
   bool weights_branch = false;
   cudaEvent_t e_wfork = nullptr, e_wjoin = nullptr;
   /* the early zero (fh_per_zero; opt-in, FH_PER_EARLY_ZERO=1): the sampler's weights kernel zeroes the batch's leaves,
@@ -305,9 +305,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
   const fh_cuda_batch& bb = t->bb[set];
   void* x = t->xs[set];
   /* the early zero only where the batch's priority update follows (not with FH_KO_PRIO) */
-  const fh_per_zero zero = !t->early_zero || (net->knockout & FH_KO_PRIO) ? FH_PER_ZERO_NONE
-                           : t->replay.full_rebuild                       ? FH_PER_ZERO_FULL
-                                                                          : FH_PER_ZERO_DIRTY;
+  const fh_cuda_replay* zero = t->early_zero && !(net->knockout & FH_KO_PRIO) ? &t->replay : nullptr;
   /* FH_KO_SAMPLE leaves out the prefetched samples only: the gathers keep reading the first step's real batch */
   if (!(net->knockout & FH_KO_SAMPLE) || step_offset == 0)
     FH_TRY(fh_launch_per_sample(t->replay.tree, bb, B, c.seed, counter, c.per_beta_start, c.per_beta_end,
@@ -372,10 +370,9 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     if (prio) FH_TRY(fh_launch_priority_update(t->replay, bb.slot, net->signal, B, t->s_side, zero));
     /* the sampler reads the copy made on the branch */
     if (t->s_rec && t->step_snap) FH_CUDA_TRY(cudaStreamWaitEvent(t->s_side, t->e_sampled, 0));
-    /* the weights on the branch (after the record's copy there); FH_KO_SAMPLE skips the sampler here */
-    const bool wb = t->weights_branch && t->s_rec && t->step_snap && !(net->knockout & FH_KO_SAMPLE);
-    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled, wb));
-    if (wb) FH_CUDA_TRY(cudaEventRecord(t->e_wjoin, t->s_rec));
+    /* the weights on the branch (after the record's copy there) */
+    FH_TRY(launch_sample_gather(t, set ^ 1, t->s_side, counter, 1, sampled, t->weights_branch));
+    if (t->weights_branch) FH_CUDA_TRY(cudaEventRecord(t->e_wjoin, t->s_rec));
     /* the next step's target(s') (nothing of this step reads pass 2 after the loss) */
     if (flags & TS_TPF)
       FH_TRY(fh_net_target_forward(net, B, t->xs[set ^ 1], t->tp1.on ? t->bb[set ^ 1].nbar : nullptr, t->s_side));
@@ -393,8 +390,7 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
   FH_TRY(fh_net_optimise(net, c, t->record_in_optimiser ? &rec : nullptr, &recorded));
   /* join before the graph ends (and before a record launch: it reads the loss mean of the side stream) */
   if (pf) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_join, 0));
-  if (pf && t->weights_branch && t->s_rec && t->step_snap && !(net->knockout & FH_KO_SAMPLE))
-    FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_wjoin, 0));
+  if (pf && t->weights_branch) FH_CUDA_TRY(cudaStreamWaitEvent(s, t->e_wjoin, 0));
   if (recorded) return FH_OK;
   return fh_launch_record_step(net->loss, net->gnorm, net->step, c.train_steps, t->loss_hist, t->gnorm_hist,
                                t->d_done, s);
@@ -723,7 +719,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     if (fh_env_is("FH_MEAN_BRANCH", "1")) {
       TR_CUDA(t, cudaStreamCreateWithPriority(&t->s_rec, cudaStreamNonBlocking, greatest), "stream creation");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_rec, cudaEventDisableTiming), "event creation");
-      t->weights_branch = fh_env_is("FH_WEIGHTS_BRANCH", "1");
+      t->weights_branch = fh_env_is("FH_WEIGHTS_BRANCH", "1") && t->step_snap && !(t->net.knockout & FH_KO_SAMPLE);
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wfork, cudaEventDisableTiming), "event creation");
       TR_CUDA(t, cudaEventCreateWithFlags(&t->e_wjoin, cudaEventDisableTiming), "event creation");
     }
