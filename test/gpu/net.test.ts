@@ -357,7 +357,8 @@ describe('CUDA orchestration', () => {
     // the sampler's weights kernel zeroes the batch's leaves (FH_PER_EARLY_ZERO), the loss mean + counter copy
     // leave the side stream (FH_MEAN_BRANCH) and the next batch's weights run on that branch beside its gather
     // (FH_WEIGHTS_BRANCH): the same trees, batches and weights, with the partial and the full rebuild and with the
-    // sampler reading the counter itself (FH_STEP_SNAPSHOT=0, which keeps the weights after the sampler)
+    // sampler reading the counter itself (FH_STEP_SNAPSHOT=0, which keeps the weights after the sampler), and with
+    // steps captured four to a graph (FH_STEP_GROUP=4)
     const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
     const m = nativeMarket(market(cfg));
     const gpu = loadNative('cuda');
@@ -376,11 +377,14 @@ describe('CUDA orchestration', () => {
       ['mean branch without the weights', { ...all, FH_WEIGHTS_BRANCH: undefined }, old],
       ['full rebuild', { ...all, FH_PER_FULL_REBUILD: '1' }, { ...old, FH_PER_FULL_REBUILD: '1' }],
       ['no counter copy', { ...all, FH_STEP_SNAPSHOT: '0' }, { ...old, FH_STEP_SNAPSHOT: '0' }],
+      // several steps a graph: the branches fork and join inside one capture, step after step
+      ['step groups of 4', { ...all, FH_STEP_GROUP: '4' }, old],
     ];
     for (const [name, envNew, envOld] of pairs) {
       const a = run(envNew);
       const b = run(envOld);
       expect(a.engine, `${name}: the switches took effect`).toContain('replay chain early-zero');
+      if (envNew['FH_STEP_GROUP']) expect(a.engine).toContain(`step groups of ${envNew['FH_STEP_GROUP']}`);
       expect(b.engine).not.toContain('replay chain');
       for (let e = 0; e < 3; e++) {
         const x = a.stats[e];
