@@ -44,6 +44,7 @@ export type EpochsJobResult =
 interface SweepHooks {
   onTrialEpoch(args: { redis: Redis; keys: Keys; runId: string; sweepId: string; epoch: number; scalars: Scalars }): Promise<'continue' | 'stop'>;
   onTrialEnd?(args: { redis: Redis; keys: Keys; runId: string; sweepId: string; status: 'failed' | 'completed' }): Promise<void>;
+  trialCancelled?(args: { redis: Redis; keys: Keys; runId: string; sweepId: string }): Promise<boolean>;
   closeHooks?(): Promise<void>;
 }
 
@@ -105,6 +106,13 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
     log.info({ status: run.status }, 'run has ended; nothing to do');
     return { outcome: run.status, runId: data.runId, epochs: run.committedEpoch };
   }
+  const trialOf = run.sweepId ?? data.sweepId ?? null;
+  if (trialOf !== null && await (await loadSweepHooks(log))?.trialCancelled?.({ redis: ctx.redis, keys: ctx.keys, runId: data.runId, sweepId: trialOf })) {
+    // enqueued while its sweep was being cancelled (foxhunt sweep-cancel)
+    await runs.setStatus(data.runId, 'cancelled');
+    log.info({ sweepId: trialOf }, 'the sweep cancelled this trial; nothing to do');
+    return { outcome: 'cancelled', runId: data.runId, epochs: run.committedEpoch };
+  }
   const cfg = parseRunConfig(run.config, `run ${data.runId}`);
   checkDataPaths(cfg, undefined, 'run.config');
   if (run.committedEpoch >= data.epochs) {
@@ -129,7 +137,7 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
     const info = await trainer.init(childCfg, checkpoint);
     await runs.update(data.runId, { lib_sha256: info.libSha256, backend: info.backend, engine: info.engine });
     log.info({ from: run.committedEpoch, to: data.epochs, backend: info.backend, device: info.deviceName, childPid: trainer.pid }, 'training');
-    const sweepId = run.sweepId ?? data.sweepId ?? null;
+    const sweepId = trialOf;
     // Pipelined: the child trains epoch e+1 while epoch e is being committed (checkpoints of the
     // reference workload take longer to store than an epoch takes on a GPU). An epoch in flight
     // when the job ends early is abandoned with the child; one in flight at SIGTERM is finished
@@ -169,7 +177,8 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
         if (hooks !== null && await hooks.onTrialEpoch({ redis: ctx.redis, keys: ctx.keys, runId: data.runId, sweepId, epoch, scalars }) === 'stop') {
           const now = await runs.require(data.runId);
           log.info({ epoch, status: now.status }, 'the sweep ended this trial');
-          return { outcome: now.status === 'pruned' ? 'pruned' : 'completed', runId: data.runId, epochs: epoch };
+          const outcome = now.status === 'pruned' || now.status === 'cancelled' ? now.status : 'completed';
+          return { outcome, runId: data.runId, epochs: epoch };
         }
       }
       if (epoch < data.epochs && next === null) {

@@ -1,6 +1,6 @@
 /**
  * `foxhunt sweep FILE [--dry-run]` starts a sweep (or lists its trials); `foxhunt sweep-resume ID`
- * re-enqueues what an interrupted sweep lost.
+ * re-enqueues what an interrupted sweep lost; `foxhunt sweep-cancel ID` ends a sweep and its trials.
  */
 import { Queue } from 'bullmq';
 import type { Command } from 'commander';
@@ -9,7 +9,8 @@ import { epochsQueue } from '../../src/queue/queues.js';
 import { sweepsQueueName } from '../../src/queue/names.js';
 import { defaultJobOptions } from '../../src/queue/retry.js';
 import { Keys, isValidRunId } from '../../src/redis/keys.js';
-import { paramsCell, table } from '../../src/sweep/format.js';
+import { cancelSweep } from '../../src/sweep/cancel.js';
+import { fmtValue, paramsCell, table } from '../../src/sweep/format.js';
 import { SWEEP_JOB, sweepJobId } from '../../src/sweep/processor.js';
 import { resumeSweep } from '../../src/sweep/resume.js';
 import { newSweepId, sweepRecordOf, trialRunId } from '../../src/sweep/runner.js';
@@ -70,6 +71,35 @@ export function register(program: Command): void {
             if (ids.length > 0) process.stdout.write(`  ${what}: ${ids.join(' ')}\n`);
           }
         }
+      } finally {
+        await queue.close();
+        await redis.quit();
+      }
+    });
+
+  program.command('sweep-cancel')
+    .description('cancel a running sweep: no trial starts again, queued trials are removed, training ones stop at their next epoch')
+    .argument('<id>', 'sweep id')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
+      const redis = await cliRedis();
+      const queue = epochsQueue();
+      try {
+        const r = await cancelSweep({ redis, keys: new Keys(), queue }, id);
+        if (o.json) {
+          process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+          return;
+        }
+        const training = r.runs.filter((x) => x.job === 'active').map((x) => x.runId);
+        const removed = [...r.runs.filter((x) => x.job === 'removed').map((x) => x.runId), ...r.jobsRemoved];
+        process.stdout.write(`${r.again ? `sweep ${id} was already cancelled; its runs checked again` : `cancelled sweep ${id}`}: ` +
+          `${r.runs.length} runs cancelled (${training.length} stop at their next epoch, ${removed.length} queued jobs removed)` +
+          `${r.again ? '' : `, ${r.pending} pending trials never started`}\n`);
+        if (training.length > 0) process.stdout.write(`  stopping: ${training.join(' ')}\n`);
+        if (removed.length > 0) process.stdout.write(`  removed: ${removed.join(' ')}\n`);
+        process.stdout.write(r.best !== null
+          ? `best so far: ${r.best.runId} ${r.metric}=${fmtValue(r.best.metric)} after ${r.best.epochs} epochs (foxhunt sweep-status ${id})\n`
+          : `no trial had reported yet (foxhunt sweep-status ${id})\n`);
       } finally {
         await queue.close();
         await redis.quit();

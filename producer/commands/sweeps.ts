@@ -44,7 +44,8 @@ export function register(program: Command): void {
         }
         const counts = new Map<string, number>();
         for (const r of leaderboard) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
-        process.stdout.write(`sweep ${id}: ${rec.status}; ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; ` +
+        const finished = rec.finishedMs !== null ? ` (${new Date(rec.finishedMs).toISOString()})` : '';
+        process.stdout.write(`sweep ${id}: ${rec.status}${finished}; ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; ` +
           `${rec.metric} (${rec.goal}); rungs ${rec.rungs.join(', ') || 'none'} (eta ${rec.eta}); max ${rec.maxEpochs} epochs\n`);
         process.stdout.write(leaderboardTable(leaderboard, rec.metric));
         if (rec.best !== null) {

@@ -134,7 +134,7 @@ export function sweepFragment(v: SweepView): string {
     ? `<p id="best">Best: <a href="/runs/${encodeURIComponent(s.best.runId)}">${esc(s.best.runId)}</a> ${esc(s.metric)} = ${fmt(s.best.metric, 4)} after ${s.best.epochs} epochs;
 checkpoint ${s.best.checkpoint ? `<span class="mono">${esc(s.best.checkpoint.runId)}@${s.best.checkpoint.epoch}</span>` : '–'}; ${esc(paramsText(s.best.params))}</p>`
     : '';
-  return `<p>status <b class="st-${esc(s.status)}">${esc(s.status)}</b> · ${s.trials} trials · ${esc(s.metric)} (${esc(s.goal)}) ·
+  return `<p>status <b class="st-${esc(s.status)}">${esc(s.status)}</b>${s.finishedMs !== null ? ` at ${time(s.finishedMs)}` : ''} · ${s.trials} trials · ${esc(s.metric)} (${esc(s.goal)}) ·
 max ${s.maxEpochs} epochs · rungs ${s.rungs.join(', ') || 'none'} · η ${s.eta} · concurrency ${s.concurrency}</p>${best}
 <h2>Leaderboard</h2>
 <table id="leaderboard"><thead><tr><th>rank</th><th>run</th><th>params</th><th>${esc(s.metric)}</th><th>epochs</th><th>status</th></tr></thead><tbody>${lb}</tbody></table>

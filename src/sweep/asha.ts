@@ -1,5 +1,5 @@
 /**
- * ASHA over Redis: one typed method per Lua script (lua/rung.lua, lua/release.lua). Every trial
+ * ASHA over Redis: one typed method per Lua script (lua/rung.lua, lua/release.lua, lua/cancel.lua). Every trial
  * decides its own fate at its rungs with one atomic script, so there is no coordinator to fail.
  */
 import { readFileSync } from 'node:fs';
@@ -9,8 +9,13 @@ import type { Redis } from 'ioredis';
 import type { SweepKeys } from './keys.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const RUNG_LUA = readFileSync(join(here, 'lua', 'rung.lua'), 'utf8');
-const RELEASE_LUA = readFileSync(join(here, 'lua', 'release.lua'), 'utf8');
+/** A script of lua/, behind the helpers of lua/common.lua. */
+function script(name: string): string {
+  return `${readFileSync(join(here, 'lua', 'common.lua'), 'utf8')}\n${readFileSync(join(here, 'lua', `${name}.lua`), 'utf8')}`;
+}
+const RUNG_LUA = script('rung');
+const RELEASE_LUA = script('release');
+const CANCEL_LUA = script('cancel');
 
 export type Goal = 'max' | 'min';
 
@@ -59,6 +64,22 @@ export async function releaseTrial(redis: Redis, keys: SweepKeys, args: {
   const reply = await redis.eval(RELEASE_LUA, 4, keys.record, keys.status, keys.active, keys.pending,
     args.runId ?? '', args.status ?? '', String(args.concurrency), String(args.now ?? Date.now())) as [string[], number, number];
   return { enqueue: reply[0], sweepDone: reply[1] === 1, ended: reply[2] === 1 };
+}
+
+export interface CancelResult {
+  /** The sweep's status before the call: only a running sweep is cancelled. */
+  before: string;
+  /** The trials that held a slot (queued or training): the caller cancels their runs. */
+  held: string[];
+  /** Pending trials cancelled before they started. */
+  pending: number;
+}
+
+/** Cancels a running sweep's state at once (lua/cancel.lua): no slot is filled again afterwards. */
+export async function cancelSweepState(redis: Redis, keys: SweepKeys, now = Date.now()): Promise<CancelResult> {
+  const reply = await redis.eval(CANCEL_LUA, 4, keys.record, keys.status, keys.active, keys.pending, String(now)) as
+    [string, string[], number];
+  return { before: reply[0], held: reply[1], pending: reply[2] };
 }
 
 export interface LoggedDecision {

@@ -7,6 +7,9 @@
  *                 Returns 'continue' | 'stop' (trialEpoch gives the details).
  *   onTrialEnd    when a trial's job ends without reaching max_epochs for another reason
  *                 (failed for good, cancelled): the trial is `failed`, the sweep goes on.
+ *   trialCancelled before a trial's job trains: true when the trial was cancelled with its sweep
+ *                 (foxhunt sweep-cancel), and the worker then ends the job without training.
+ *                 A trial of a cancelled sweep that is training stops at its next epoch.
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
@@ -33,9 +36,9 @@ export interface TrialEpochArgs {
 }
 
 export interface TrialEpochResult {
-  /** stop: the trial is over (pruned or completed); the worker trains no further epoch of it */
+  /** stop: the trial is over (pruned, completed, or cancelled with its sweep); the worker trains no further epoch of it */
   action: 'continue' | 'stop';
-  status: 'running' | 'pruned' | 'completed' | 'failed' | 'unknown';
+  status: 'running' | 'pruned' | 'completed' | 'failed' | 'cancelled' | 'unknown';
   decision?: RungDecision;
 }
 
@@ -85,6 +88,12 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
   const k = store.keys(rec.id);
   const status = await store.trialStatus(rec.id, args.runId);
   if (status === null) return { action: 'continue', status: 'unknown' };
+  if (status === 'cancelled') {
+    // the sweep was cancelled: the run ends as cancelled too (sweep-cancel does the same; this covers a cancel
+    // interrupted before it reached the run)
+    await new RunStore(ctx.redis, ctx.keys).setStatus(args.runId, 'cancelled');
+    return { action: 'stop', status };
+  }
   if (status === 'pruned' || status === 'completed' || status === 'failed') {
     return { action: 'stop', status };
   }
@@ -126,6 +135,15 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
     return { action: 'stop', status: 'completed' };
   }
   return { action: 'continue', status: 'running' };
+}
+
+/**
+ * The worker's check before it trains a trial: true when the trial was cancelled with its sweep, so
+ * that a job enqueued while the sweep was being cancelled trains nothing.
+ */
+export async function trialCancelled(args: { redis: Redis; runId: string; sweepId: string; keys?: Keys }): Promise<boolean> {
+  const store = new SweepStore(args.redis, (args.keys ?? new Keys()).prefix);
+  return await store.trialStatus(args.sweepId, args.runId) === 'cancelled';
 }
 
 export interface TrialEndArgs {

@@ -8,7 +8,7 @@
  *   <p>:sweep:<id>:trials            ZSET  run id, scored by trial index
  *   <p>:sweep:<id>:params            HASH  run id → JSON { index, params, configHash }
  *   <p>:sweep:<id>:hashes            HASH  config hash → run id (deduplication)
- *   <p>:sweep:<id>:status            HASH  run id → pending | queued | completed | pruned | failed
+ *   <p>:sweep:<id>:status            HASH  run id → pending | queued | completed | pruned | failed | cancelled
  *   <p>:sweep:<id>:epochs            HASH  run id → epochs committed
  *   <p>:sweep:<id>:metric            HASH  run id → last value of the sweep metric ('null' if null)
  *   <p>:sweep:<id>:pending           LIST  run ids waiting for a concurrency slot (FIFO)

@@ -9,7 +9,7 @@ import type { Params } from './sampler.js';
 import type { ResolvedSweepSpec } from './spec.js';
 
 export type SweepStatus = 'running' | 'completed' | 'cancelled';
-export type TrialStatus = 'pending' | 'queued' | 'completed' | 'pruned' | 'failed';
+export type TrialStatus = 'pending' | 'queued' | 'completed' | 'pruned' | 'failed' | 'cancelled';
 
 export interface SweepRecord {
   id: string;

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decideAtRung, decisionLog, releaseTrial } from '../../src/sweep/asha.js';
+import { cancelSweepState, decideAtRung, decisionLog, releaseTrial } from '../../src/sweep/asha.js';
 import { allSweepKeys, sweepKeys } from '../../src/sweep/keys.js';
 import { mulberry32 } from '../../src/sweep/sampler.js';
 
@@ -102,7 +102,60 @@ describe('ASHA rung script', () => {
     const last = await releaseTrial(redis, k, { runId: 't3', status: 'completed', concurrency: 2 });
     expect(last.sweepDone).toBe(true);
     expect(await redis.hget(k.record, 'status')).toBe('completed');
+    // the record's finish time, in the field the sweep store reads
+    expect(Number(await redis.hget(k.record, 'finished_ms'))).toBeGreaterThan(0);
     // an ended trial's late rung report changes nothing
     expect((await decideAtRung(redis, k, { ...base, runId: 't3', metric: 9 })).decision).toBe('ended');
+  });
+
+  it('a pruned trial completes the sweep with its finish time when it was the last one', async () => {
+    // v0 continues and completes; v1, worse at the same rung, is pruned: nothing is left
+    const k2 = await makeSweep('asha-last2', ['v0', 'v1'], 2, [1]);
+    await decideAtRung(redis, k2, { runId: 'v0', rung: 1, metric: 1, goal: 'max', eta: 3, concurrency: 2 });
+    await releaseTrial(redis, k2, { runId: 'v0', status: 'completed', concurrency: 2 });
+    const q = await decideAtRung(redis, k2, { runId: 'v1', rung: 1, metric: 0, goal: 'max', eta: 3, concurrency: 2, now: 4321 });
+    expect(q).toMatchObject({ decision: 'prune', sweepDone: true });
+    expect(await redis.hmget(k2.record, 'status', 'finished_ms')).toEqual(['completed', '4321']);
+  });
+});
+
+describe('sweep cancel script', () => {
+  it('cancels every trial that has not ended, empties the slots, and nothing fills them again', async () => {
+    const k = await makeSweep('cancel', ['c0', 'c1', 'c2', 'c3', 'c4'], 2, [1]);
+    await releaseTrial(redis, k, { runId: 'c0', status: 'completed', concurrency: 2 }); // c2 takes the slot
+    expect(await redis.hget(k.status, 'c2')).toBe('queued');
+    const r = await cancelSweepState(redis, k, 777);
+    expect(r).toEqual({ before: 'running', held: ['c1', 'c2'], pending: 2 });
+    expect(await redis.hmget(k.record, 'status', 'finished_ms')).toEqual(['cancelled', '777']);
+    expect(await redis.hgetall(k.status)).toEqual({ c0: 'completed', c1: 'cancelled', c2: 'cancelled', c3: 'cancelled', c4: 'cancelled' });
+    expect(await redis.scard(k.active)).toBe(0);
+    expect(await redis.llen(k.pending)).toBe(0);
+    // a late rung report of a cancelled trial changes nothing; its end does not overwrite cancelled
+    expect((await decideAtRung(redis, k, { runId: 'c1', rung: 1, metric: 5, goal: 'max', eta: 3, concurrency: 2 })).decision).toBe('ended');
+    expect(await releaseTrial(redis, k, { runId: 'c2', status: 'failed', concurrency: 2 })).toEqual({ enqueue: [], sweepDone: false, ended: false });
+    expect(await releaseTrial(redis, k, { runId: null, status: null, concurrency: 2 })).toEqual({ enqueue: [], sweepDone: false, ended: false });
+    expect(await redis.hget(k.status, 'c2')).toBe('cancelled');
+    expect(await redis.hget(k.record, 'status')).toBe('cancelled');
+    // a second cancel changes nothing and says what the sweep was
+    expect(await cancelSweepState(redis, k, 999)).toEqual({ before: 'cancelled', held: [], pending: 0 });
+    expect(await redis.hget(k.record, 'finished_ms')).toBe('777');
+  });
+
+  it('leaves a completed sweep as it is', async () => {
+    const k = await makeSweep('cancel-done', ['d0'], 1, []);
+    await releaseTrial(redis, k, { runId: 'd0', status: 'completed', concurrency: 1 });
+    expect(await redis.hget(k.record, 'status')).toBe('completed');
+    expect(await cancelSweepState(redis, k)).toEqual({ before: 'completed', held: [], pending: 0 });
+    expect(await redis.hget(k.status, 'd0')).toBe('completed');
+  });
+
+  it('a prune in a sweep that is no longer running frees its slot but fills none', async () => {
+    const k = await makeSweep('prune-stopped', ['p0', 'p1', 'p2'], 2, [1]);
+    await decideAtRung(redis, k, { runId: 'p0', rung: 1, metric: 1, goal: 'max', eta: 3, concurrency: 2 });
+    await redis.hset(k.record, 'status', 'completed'); // e.g. marked by hand; p2 still pending
+    const d = await decideAtRung(redis, k, { runId: 'p1', rung: 1, metric: 0, goal: 'max', eta: 3, concurrency: 2 });
+    expect(d).toMatchObject({ decision: 'prune', enqueue: [], sweepDone: false });
+    expect(await redis.hget(k.status, 'p2')).toBe('pending');
+    expect(await redis.sismember(k.active, 'p1')).toBe(0);
   });
 });

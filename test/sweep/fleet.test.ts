@@ -1,7 +1,8 @@
 // Sweeps on the real fleet: `foxhunt sweep` + two `foxhunt-worker --cpu` processes training the
 // tiny config. A 12-trial sweep completes while one worker is SIGKILLed mid-sweep (no trial is
 // lost, no epoch is written twice), its prune decisions equal a reference ASHA over the metrics
-// the trials reported, and `foxhunt sweep-resume` finishes a sweep whose queued jobs were lost.
+// the trials reported, `foxhunt sweep-resume` finishes a sweep whose queued jobs were lost, and
+// `foxhunt sweep-cancel` ends a sweep mid-way: nothing starts again, nothing trains on.
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -13,6 +14,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { libraryExists } from '../../src/native/paths.js';
 import { bullConnection } from '../../src/queue/connection.js';
+import { enqueueEpochs } from '../../src/queue/queues.js';
+import { parseRunConfig } from '../../src/config/load.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RunStore } from '../../src/redis/runs.js';
 import { decisionLog } from '../../src/sweep/asha.js';
@@ -184,6 +187,70 @@ describe.skipIf(!native)('sweeps on foxhunt-worker processes (CPU backend, tiny 
     expect(board.filter((r) => r.status !== 'completed' && r.status !== 'pruned').map((r) => `${r.runId} ${r.status} at epoch ${r.epochs}`)).toEqual([]);
     await checkStreams(board);
   }, 240_000);
+
+  it('sweep-cancel stops the training trial, removes the queued ones and starts no trial again', async () => {
+    for (const w of workers) kill(w, 'SIGKILL');
+    const id = `cancel-${tag}`;
+    const store = new SweepStore(redis, keys.prefix);
+    const runs = new RunStore(redis, keys);
+    await foxhunt('sweep', 'config/sweeps/example.toml', '--id', id);
+    startWorker('w5');
+    // one worker: one trial training (an epoch committed), three more queued behind it, eight pending
+    await waitFor(async () => Object.values(await redis.hgetall(store.keys(id).epochs)).length >= 1 &&
+      (await runs.list(100)).some((r) => r.sweepId === id && r.status === 'running'), 60_000, 'a trial training mid-sweep');
+    const report = JSON.parse(await foxhunt('sweep-cancel', id, '--json')) as {
+      again: boolean; held: string[]; pending: number; runs: { runId: string; job: string }[]; jobsRemoved: string[];
+    };
+    expect(report.again).toBe(false);
+    expect(report.held).toHaveLength(4); // the concurrency cap
+    expect(report.pending).toBeGreaterThan(0);
+    // every slot's trial had a run: its queued job removed, the one a worker holds left to stop at its next epoch
+    expect(report.runs.map((r) => r.runId).sort()).toEqual([...report.held].sort());
+    expect(report.runs.filter((r) => r.job === 'removed').length).toBeGreaterThanOrEqual(3);
+    const rec = await store.get(id);
+    expect(rec?.status).toBe('cancelled');
+    expect(rec?.finishedMs).toBeGreaterThan(0);
+
+    // the training trial stops at its next epoch boundary; no run of the sweep is left queued or running
+    const sweepRuns = async () => (await runs.list(200)).filter((r) => r.sweepId === id);
+    await waitFor(async () => (await sweepRuns()).every((r) => r.status !== 'running' && r.status !== 'queued'),
+      60_000, 'every run of the cancelled sweep to stop');
+    const before = new Map((await sweepRuns()).map((r) => [r.runId, r.committedEpoch]));
+    await new Promise((r) => setTimeout(r, 2 * Number(env['FOXHUNT_SWEEP_CHECK_MS'])));
+    const after = await sweepRuns();
+    expect(after.map((r) => r.runId).sort(), 'no trial started after the cancel').toEqual([...before.keys()].sort());
+    for (const r of after) expect(r.committedEpoch, r.runId).toBe(before.get(r.runId));
+    for (const r of after) expect(['completed', 'pruned', 'cancelled'], r.runId).toContain(r.status);
+    const board = await store.leaderboard(id, 'max');
+    expect(board).toHaveLength(12);
+    expect(board.filter((r) => r.status === 'cancelled').length).toBeGreaterThanOrEqual(report.pending + 1);
+    for (const r of board) expect(['completed', 'pruned', 'cancelled'], r.runId).toContain(r.status);
+    await checkStreams(board.filter((r) => before.has(r.runId)));
+    const epochsQ = new Queue(env['FOXHUNT_EPOCHS_QUEUE'] as string, { connection: bullConnection(url) });
+    try {
+      const live = await epochsQ.getJobs(['waiting', 'active', 'delayed', 'prioritized']);
+      expect(live.filter((j) => String(j.id).startsWith(`${id}.`)).map((j) => j.id)).toEqual([]);
+
+      // a trial job enqueued while the sweep was being cancelled (a hook's race) trains nothing on the worker
+      const never = board.find((r) => r.status === 'cancelled' && !before.has(r.runId));
+      expect(never, 'a pending trial that never started').toBeDefined();
+      const config = parseRunConfig(await store.trialConfig(id, never!.runId), never!.runId);
+      const job = await enqueueEpochs(epochsQ, redis, keys, { runId: never!.runId, epochs: 6, config, sweepId: id });
+      await waitFor(async () => (await (await epochsQ.getJob(job.jobId))?.getState()) === 'completed', 30_000, 'the late trial job to end');
+      expect(((await epochsQ.getJob(job.jobId))?.returnvalue as { outcome: string }).outcome).toBe('cancelled');
+      const late = await runs.require(never!.runId);
+      expect([late.status, late.committedEpoch]).toEqual(['cancelled', 0]);
+    } finally {
+      await epochsQ.close();
+    }
+
+    // again: nothing more to cancel; resume does not restart it; a completed sweep cannot be cancelled
+    const again = JSON.parse(await foxhunt('sweep-cancel', id, '--json')) as { again: boolean; runs: unknown[] };
+    expect(again).toMatchObject({ again: true, runs: [] });
+    const resumed = JSON.parse(await foxhunt('sweep-resume', id, '--json')) as { status: string; reenqueued: string[]; started: string[] };
+    expect(resumed).toMatchObject({ status: 'cancelled', reenqueued: [], started: [] });
+    await expect(foxhunt('sweep-cancel', `fleet-${tag}`)).rejects.toThrow(/already completed/);
+  }, 180_000);
 });
 
 if (!native) {

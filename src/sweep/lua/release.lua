@@ -1,7 +1,8 @@
 --[[
   A trial ends (completed or failed), or nothing ends and free slots are just filled: releases the
   trial's concurrency slot, moves pending trials into free slots (FIFO), and completes the sweep
-  when no trial is active or pending. Idempotent: ending an ended trial changes nothing.
+  when no trial is active or pending. Idempotent: ending an ended trial changes nothing. A sweep
+  that is not running (completed, cancelled) only has the slot released.
 
   KEYS[1] sweep record (HASH)   KEYS[2] status HASH   KEYS[3] active SET   KEYS[4] pending LIST
 
@@ -14,7 +15,7 @@ local runId, final, cap = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local ended = 0
 if runId ~= '' then
   local st = redis.call('HGET', KEYS[2], runId)
-  if st ~= 'completed' and st ~= 'pruned' and st ~= 'failed' and st then
+  if st and not trial_ended(st) then
     redis.call('HSET', KEYS[2], runId, final)
     ended = 1
   end
@@ -23,19 +24,5 @@ end
 if redis.call('HGET', KEYS[1], 'status') ~= 'running' then
   return { {}, 0, ended }
 end
-local nextIds = {}
-while redis.call('SCARD', KEYS[3]) < cap do
-  local id = redis.call('LPOP', KEYS[4])
-  if not id then break end
-  if redis.call('HGET', KEYS[2], id) == 'pending' then
-    redis.call('HSET', KEYS[2], id, 'queued')
-    redis.call('SADD', KEYS[3], id)
-    nextIds[#nextIds + 1] = id
-  end
-end
-local done = 0
-if redis.call('SCARD', KEYS[3]) == 0 and redis.call('LLEN', KEYS[4]) == 0 then
-  redis.call('HSET', KEYS[1], 'status', 'completed', 'finishedAt', ARGV[4])
-  done = 1
-end
-return { nextIds, done, ended }
+local nextIds = fill_slots(KEYS[2], KEYS[3], KEYS[4], cap)
+return { nextIds, complete_if_done(KEYS[1], KEYS[3], KEYS[4], ARGV[4]), ended }

@@ -7,8 +7,8 @@
       rank = trials recorded with a strictly better score (ties favour the newcomer)
       keep = ceil(n / eta)
       continue iff rank < keep
-  A pruned trial releases its concurrency slot; pending trials take the free slots, and the sweep
-  completes when no trial is active or pending.
+  A pruned trial releases its concurrency slot; while the sweep runs, pending trials take the free
+  slots, and the sweep completes when no trial is active or pending.
 
   Scores are goal-normalised (higher is better); a null metric is -inf.
 
@@ -32,7 +32,7 @@ if prior then
   return { d.decision, d.rank, d.n, d.keep, {}, 0 }
 end
 local st = redis.call('HGET', KEYS[4], runId)
-if (not st) or st == 'completed' or st == 'pruned' or st == 'failed' then
+if (not st) or trial_ended(st) then
   return { 'ended', 0, 0, 0, {}, 0 }
 end
 
@@ -57,20 +57,9 @@ local done = 0
 if decision == 'prune' then
   redis.call('HSET', KEYS[4], runId, 'pruned')
   redis.call('SREM', KEYS[5], runId)
-  local cap = tonumber(ARGV[6])
-  while redis.call('SCARD', KEYS[5]) < cap do
-    local id = redis.call('LPOP', KEYS[6])
-    if not id then break end
-    if redis.call('HGET', KEYS[4], id) == 'pending' then
-      redis.call('HSET', KEYS[4], id, 'queued')
-      redis.call('SADD', KEYS[5], id)
-      nextIds[#nextIds + 1] = id
-    end
-  end
-  if redis.call('SCARD', KEYS[5]) == 0 and redis.call('LLEN', KEYS[6]) == 0
-      and redis.call('HGET', KEYS[1], 'status') == 'running' then
-    redis.call('HSET', KEYS[1], 'status', 'completed', 'finishedAt', ARGV[7])
-    done = 1
+  if redis.call('HGET', KEYS[1], 'status') == 'running' then
+    nextIds = fill_slots(KEYS[4], KEYS[5], KEYS[6], tonumber(ARGV[6]))
+    done = complete_if_done(KEYS[1], KEYS[5], KEYS[6], ARGV[7])
   end
 end
 return { decision, rank, n, keep, nextIds, done }

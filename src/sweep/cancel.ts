@@ -1,0 +1,70 @@
+/**
+ * `foxhunt sweep-cancel`: ends a running sweep at once. The cancel script (lua/cancel.lua) marks
+ * the sweep and every trial that has not ended cancelled and empties the slots and the pending
+ * list, so no hook, check or resume starts a trial of it again. Then every cancelled trial's run is
+ * cancelled (cancelRun): a queued job is removed, a training one stops at its next epoch boundary
+ * (the fenced commit refuses it; the trial hook stops it too), and a job that slips through (a hook
+ * that was enqueueing a trial at that moment) is refused by the worker before it trains
+ * (trialCancelled). The sweep's best run so far is recorded, as when a sweep completes. Running it
+ * again on a cancelled sweep repeats the runs' part (it mends a cancel that was interrupted).
+ */
+import { FoxhuntError } from '../errors.js';
+import { cancelRun } from '../queue/cancel.js';
+import type { CancelRunResult } from '../queue/cancel.js';
+import { epochsJobId } from '../queue/queues.js';
+import { RunStore } from '../redis/runs.js';
+import { cancelSweepState } from './asha.js';
+import { finishSweep, requireSweep } from './runner.js';
+import type { SweepContext } from './runner.js';
+import { SweepStore } from './store.js';
+import type { BestRun } from './store.js';
+
+export interface SweepCancelReport {
+  sweepId: string;
+  /** True when the sweep was already cancelled (this call only repeated the runs' part). */
+  again: boolean;
+  /** Trials that held a slot when the sweep was cancelled (this call; [] when again). */
+  held: string[];
+  /** Pending trials cancelled before they started (this call). */
+  pending: number;
+  /** The runs this call cancelled, with what became of their jobs. */
+  runs: CancelRunResult[];
+  /** Trial jobs removed from the queue that had no run record yet. */
+  jobsRemoved: string[];
+  /** The sweep's metric, and its best run so far (the leaderboard's first row), as a completed sweep records it. */
+  metric: string;
+  best: BestRun | null;
+}
+
+export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<SweepCancelReport> {
+  const store = new SweepStore(ctx.redis, ctx.keys.prefix);
+  const rec = await requireSweep(store, sweepId);
+  const k = store.keys(sweepId);
+  const state = await cancelSweepState(ctx.redis, k);
+  if (state.before !== 'running' && state.before !== 'cancelled') {
+    throw new FoxhuntError('JOB_INVALID', `sweep ${sweepId} is already ${state.before || 'ended'}; only a running sweep can be cancelled`, { where: sweepId });
+  }
+  const report: SweepCancelReport = {
+    sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, runs: [], jobsRemoved: [], metric: rec.metric, best: null,
+  };
+  const runs = new RunStore(ctx.redis, ctx.keys);
+  const status = await ctx.redis.hgetall(k.status);
+  for (const t of await store.trials(sweepId)) {
+    if (status[t.runId] !== 'cancelled') continue;
+    if (await runs.get(t.runId) !== null) {
+      const r = await cancelRun(ctx.redis, ctx.keys, ctx.queue, t.runId);
+      if (r.cancelled) report.runs.push(r);
+      continue;
+    }
+    // no run record: a job may still be in the queue (or about to be; the worker refuses that one)
+    const job = await ctx.queue.getJob(epochsJobId(t.runId, rec.maxEpochs));
+    if (job !== undefined && ['waiting', 'delayed', 'prioritized'].includes(await job.getState())) {
+      try {
+        await job.remove();
+        report.jobsRemoved.push(t.runId);
+      } catch { /* taken by a worker in between: it refuses a cancelled trial */ }
+    }
+  }
+  report.best = await finishSweep(ctx, sweepId);
+  return report;
+}
