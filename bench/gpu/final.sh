@@ -4,7 +4,7 @@
 # bench, then AB_ENVS (';'-separated env assignments, "FH_NONE=1" for the defaults) as AB_ROUNDS (default 5) interleaved
 # rounds of the reference bench with each variant's median epoch/train/eval ms (the machine's spread between bench
 # runs is ~1-6 ms, so single runs do not decide), and with GEMM_SHAPES=1 bench/gpu/gemm_shapes.py; logs under
-# $OUT/final.
+# $OUT/final. GPU_TESTS narrows the test run to the files it names (default: every test/gpu file).
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/final; mkdir -p $F
 set -uo pipefail
@@ -12,7 +12,7 @@ export FOXHUNT_COMMIT=$1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 t0=$(date +%s); FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $F/build.log 2>&1 || { tail -30 $F/build.log; exit 1; }
 echo "build $(( $(date +%s)-t0 )) s"
-t0=$(date +%s); timeout ${TEST_TIMEOUT:-330} npx vitest run --config vitest.gpu.config.ts > $F/test-gpu.log 2>&1; echo "test:gpu rc $? ($(( $(date +%s)-t0 )) s)"
+t0=$(date +%s); timeout ${TEST_TIMEOUT:-330} npx vitest run --config vitest.gpu.config.ts ${GPU_TESTS:-} > $F/test-gpu.log 2>&1; echo "test:gpu rc $? ($(( $(date +%s)-t0 )) s)"
 sed 's/\x1b\[[0-9;]*m//g' $F/test-gpu.log | grep -E "✓ test|×|Test Files|Tests  |FAIL|AssertionError|SUMMARY" | head -40
 timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 > $F/bench-ref.txt 2>$F/bench-ref.err; echo "bench rc $?"; tail -16 $F/bench-ref.txt
 IFS=';' read -ra abs <<<"${AB_ENVS:-}"
