@@ -14,6 +14,7 @@ import { fmtValue, paramsCell, table } from '../../src/sweep/format.js';
 import { SWEEP_JOB, sweepJobId } from '../../src/sweep/processor.js';
 import { resumeSweep } from '../../src/sweep/resume.js';
 import { newSweepId, sweepRecordOf, trialRunId } from '../../src/sweep/runner.js';
+import type { SweepContext } from '../../src/sweep/runner.js';
 import { planTrials, loadSweepSpec } from '../../src/sweep/spec.js';
 import { SweepStore } from '../../src/sweep/store.js';
 import { FoxhuntError } from '../../src/errors.js';
@@ -58,51 +59,50 @@ export function register(program: Command): void {
     .description('resume an interrupted sweep: re-enqueue trials that have no live job and are not finished')
     .argument('<id>', 'sweep id')
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
-      const redis = await cliRedis();
-      const queue = epochsQueue();
-      try {
-        const r = await resumeSweep({ redis, keys: new Keys(), queue }, id);
-        if (o.json) process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-        else {
-          process.stdout.write(`sweep ${id} (${r.status}): ${r.reenqueued.length} re-enqueued, ${r.started.length} started, ` +
-            `${r.replayed.length} lost reports replayed, ${r.failed.length} failed for good, ${r.added} trials added\n`);
-          for (const [what, ids] of [['re-enqueued', r.reenqueued], ['started', r.started], ['replayed', r.replayed], ['failed', r.failed]] as const) {
-            if (ids.length > 0) process.stdout.write(`  ${what}: ${ids.join(' ')}\n`);
-          }
-        }
-      } finally {
-        await queue.close();
-        await redis.quit();
+    .action(async (id: string, o: { json?: boolean }) => withSweepContext(async (ctx) => {
+      const r = await resumeSweep(ctx, id);
+      if (o.json) {
+        process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+        return;
       }
-    });
+      process.stdout.write(`sweep ${id} (${r.status}): ${r.reenqueued.length} re-enqueued, ${r.started.length} started, ` +
+        `${r.replayed.length} lost reports replayed, ${r.failed.length} failed for good, ${r.added} trials added\n`);
+      for (const [what, ids] of [['re-enqueued', r.reenqueued], ['started', r.started], ['replayed', r.replayed], ['failed', r.failed]] as const) {
+        if (ids.length > 0) process.stdout.write(`  ${what}: ${ids.join(' ')}\n`);
+      }
+    }));
 
   program.command('sweep-cancel')
     .description('cancel a running sweep: no trial starts again, queued trials are removed, training ones stop at their next epoch')
     .argument('<id>', 'sweep id')
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => {
-      const redis = await cliRedis();
-      const queue = epochsQueue();
-      try {
-        const r = await cancelSweep({ redis, keys: new Keys(), queue }, id);
-        if (o.json) {
-          process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-          return;
-        }
-        const training = r.runs.filter((x) => x.job === 'active').map((x) => x.runId);
-        const removed = [...r.runs.filter((x) => x.job === 'removed').map((x) => x.runId), ...r.jobsRemoved];
-        process.stdout.write(`${r.again ? `sweep ${id} was already cancelled; its runs checked again` : `cancelled sweep ${id}`}: ` +
-          `${r.runs.length} runs cancelled (${training.length} stop at their next epoch, ${removed.length} queued jobs removed)` +
-          `${r.again ? '' : `, ${r.pending} pending trials never started`}\n`);
-        if (training.length > 0) process.stdout.write(`  stopping: ${training.join(' ')}\n`);
-        if (removed.length > 0) process.stdout.write(`  removed: ${removed.join(' ')}\n`);
-        process.stdout.write(r.best !== null
-          ? `best so far: ${r.best.runId} ${r.metric}=${fmtValue(r.best.metric)} after ${r.best.epochs} epochs (foxhunt sweep-status ${id})\n`
-          : `no trial had reported yet (foxhunt sweep-status ${id})\n`);
-      } finally {
-        await queue.close();
-        await redis.quit();
+    .action(async (id: string, o: { json?: boolean }) => withSweepContext(async (ctx) => {
+      const r = await cancelSweep(ctx, id);
+      if (o.json) {
+        process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+        return;
       }
-    });
+      const training = r.runs.filter((x) => x.job === 'active').map((x) => x.runId);
+      const removed = [...r.runs.filter((x) => x.job === 'removed').map((x) => x.runId), ...r.jobsRemoved];
+      process.stdout.write(`${r.again ? `sweep ${id} was already cancelled; its runs checked again` : `cancelled sweep ${id}`}: ` +
+        `${r.runs.length} runs cancelled (${training.length} stop at their next epoch, ${removed.length} queued jobs removed)` +
+        `${r.again ? '' : `, ${r.pending} pending trials never started`}\n`);
+      if (training.length > 0) process.stdout.write(`  stopping: ${training.join(' ')}\n`);
+      if (removed.length > 0) process.stdout.write(`  removed: ${removed.join(' ')}\n`);
+      process.stdout.write(r.best !== null
+        ? `best so far: ${r.best.runId} ${r.metric}=${fmtValue(r.best.metric)} after ${r.best.epochs} epochs (foxhunt sweep-status ${id})\n`
+        : `no trial had reported yet (foxhunt sweep-status ${id})\n`);
+    }));
+}
+
+/** Runs a sweep command with its Redis connection and the epochs queue, and closes both after it. */
+async function withSweepContext(fn: (ctx: SweepContext) => Promise<void>): Promise<void> {
+  const redis = await cliRedis();
+  const queue = epochsQueue();
+  try {
+    await fn({ redis, keys: new Keys(), queue });
+  } finally {
+    await queue.close();
+    await redis.quit();
+  }
 }

@@ -53,7 +53,10 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
     if (status[t.runId] !== 'cancelled') continue;
     if (await runs.get(t.runId) !== null) {
       const r = await cancelRun(ctx.redis, ctx.keys, ctx.queue, t.runId);
-      if (r.cancelled) report.runs.push(r);
+      // a training trial whose epoch hook saw the trial cancelled first has already stopped its run: this cancel
+      // stopped it all the same
+      const byHook = !report.again && r.before === 'cancelled' && state.held.includes(t.runId);
+      if (r.cancelled || byHook) report.runs.push(r);
       continue;
     }
     // no run record: a job may still be in the queue (or about to be; the worker refuses that one)
