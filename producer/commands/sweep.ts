@@ -86,7 +86,7 @@ export function register(program: Command): void {
       const removed = [...r.runs.filter((x) => x.job === 'removed').map((x) => x.runId), ...r.jobsRemoved];
       process.stdout.write(`${r.again ? `sweep ${id} was already cancelled; its runs checked again` : `cancelled sweep ${id}`}: ` +
         `${r.runs.length} runs cancelled (${training.length} stop at their next epoch, ${removed.length} queued jobs removed)` +
-        `${r.again ? '' : `, ${r.pending} pending trials never started`}\n`);
+        `${r.again ? '' : `, ${r.pending} pending trials never started`}${r.trials === 0 ? ' (its trials had not been added yet)' : ''}\n`);
       if (training.length > 0) process.stdout.write(`  stopping: ${training.join(' ')}\n`);
       if (removed.length > 0) process.stdout.write(`  removed: ${removed.join(' ')}\n`);
       process.stdout.write(r.best !== null

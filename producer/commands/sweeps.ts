@@ -45,7 +45,7 @@ export function register(program: Command): void {
         const counts = new Map<string, number>();
         for (const r of leaderboard) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
         const finished = rec.finishedMs !== null ? ` (${new Date(rec.finishedMs).toISOString()})` : '';
-        process.stdout.write(`sweep ${id}: ${rec.status}${finished}; ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ')}; ` +
+        process.stdout.write(`sweep ${id}: ${rec.status}${finished}; ${[...counts].map(([s, n]) => `${n} ${s}`).join(', ') || 'no trials added yet'}; ` +
           `${rec.metric} (${rec.goal}); rungs ${rec.rungs.join(', ') || 'none'} (eta ${rec.eta}); max ${rec.maxEpochs} epochs\n`);
         process.stdout.write(leaderboardTable(leaderboard, rec.metric));
         if (rec.best !== null) {

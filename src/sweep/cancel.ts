@@ -27,6 +27,8 @@ export interface SweepCancelReport {
   held: string[];
   /** Pending trials cancelled before they started (this call). */
   pending: number;
+  /** The sweep's trials (0 when it was cancelled before its sweep job had added them). */
+  trials: number;
   /** The runs this call cancelled, with what became of their jobs. */
   runs: CancelRunResult[];
   /** Trial jobs removed from the queue that had no run record yet. */
@@ -45,11 +47,13 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
     throw new FoxhuntError('JOB_INVALID', `sweep ${sweepId} is already ${state.before || 'ended'}; only a running sweep can be cancelled`, { where: sweepId });
   }
   const report: SweepCancelReport = {
-    sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, runs: [], jobsRemoved: [], metric: rec.metric, best: null,
+    sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, trials: 0, runs: [], jobsRemoved: [], metric: rec.metric, best: null,
   };
   const runs = new RunStore(ctx.redis, ctx.keys);
   const status = await ctx.redis.hgetall(k.status);
-  for (const t of await store.trials(sweepId)) {
+  const trials = await store.trials(sweepId);
+  report.trials = trials.length;
+  for (const t of trials) {
     if (status[t.runId] !== 'cancelled') continue;
     if (await runs.get(t.runId) !== null) {
       const r = await cancelRun(ctx.redis, ctx.keys, ctx.queue, t.runId);

@@ -61,7 +61,10 @@ export interface LeaderboardRow {
 
 /*
   KEYS[1] hashes HASH  KEYS[2] trials ZSET  KEYS[3] params HASH  KEYS[4] status HASH  KEYS[5] pending LIST
+  KEYS[6] sweep record HASH
   ARGV[1] config hash  ARGV[2] run id  ARGV[3] trial index  ARGV[4] params JSON
+  A trial added to a sweep that is no longer running (cancelled while its sweep job was adding the trials) is
+  cancelled at once and never pending.
   Returns { run id holding the hash, 1 if this call added the trial }
 */
 const ADD_TRIAL_LUA = `
@@ -70,8 +73,12 @@ if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then
 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[2], 'pending')
-redis.call('RPUSH', KEYS[5], ARGV[2])
+if redis.call('HGET', KEYS[6], 'status') == 'running' then
+  redis.call('HSET', KEYS[4], ARGV[2], 'pending')
+  redis.call('RPUSH', KEYS[5], ARGV[2])
+else
+  redis.call('HSET', KEYS[4], ARGV[2], 'cancelled')
+end
 return { ARGV[2], 1 }`;
 
 export function encodeSweep(r: SweepRecord): Record<string, string> {
@@ -147,7 +154,7 @@ export class SweepStore {
    */
   async addTrial(id: string, t: TrialInfo & { config: unknown }): Promise<{ runId: string; added: boolean }> {
     const k = this.keys(id);
-    const reply = await this.redis.eval(ADD_TRIAL_LUA, 5, k.hashes, k.trials, k.params, k.status, k.pending,
+    const reply = await this.redis.eval(ADD_TRIAL_LUA, 6, k.hashes, k.trials, k.params, k.status, k.pending, k.record,
       t.configHash, t.runId, String(t.index),
       JSON.stringify({ index: t.index, params: t.params, configHash: t.configHash, config: t.config })) as [string, number];
     return { runId: reply[0], added: reply[1] === 1 };

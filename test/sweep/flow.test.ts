@@ -2,7 +2,8 @@
 // synthetic epochs through the fleet's fenced commit and call the trial hook exactly as the
 // worker does. Checks: trials are runs with sweep_id, the cap holds, prune decisions match the
 // reference ASHA over the reported metrics, a failed trial does not fail the sweep, the sweep
-// completes with the best run, and resume after lost jobs finishes the sweep.
+// completes with the best run, resume after lost jobs finishes the sweep, and a sweep cancelled before its
+// sweep job ran starts nothing.
 import { randomBytes } from 'node:crypto';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Job } from 'bullmq';
@@ -18,7 +19,8 @@ import { decisionLog } from '../../src/sweep/asha.js';
 import { onTrialEnd, onTrialEpoch } from '../../src/sweep/hooks.js';
 import { processSweepJob, SWEEP_JOB, sweepJobId } from '../../src/sweep/processor.js';
 import { resumeSweep } from '../../src/sweep/resume.js';
-import { sweepRecordOf } from '../../src/sweep/runner.js';
+import { cancelSweep } from '../../src/sweep/cancel.js';
+import { addTrials, requireSweep, sweepRecordOf } from '../../src/sweep/runner.js';
 import { parseSweepSpec } from '../../src/sweep/spec.js';
 import { SweepStore } from '../../src/sweep/store.js';
 import { referenceAsha } from './reference.js';
@@ -202,5 +204,28 @@ describe('a sweep end to end on simulated workers', () => {
     // a trial end reported twice changes nothing
     await onTrialEnd({ redis, keys, queue: epochsQ, runId: board[0]!.runId, sweepId: id, status: 'failed' });
     expect((await store.leaderboard(id, 'max'))[0]?.status).toBe(board[0]?.status);
+  });
+
+  it('a sweep cancelled before its sweep job ran starts nothing, and trials added after the cancel are cancelled', async () => {
+    const epochsQ = new Queue(`fhtest-epochs3-${tag}`, { connection: bullConnection(url) });
+    const sweepsQ = new Queue(`fhtest-sweeps3-${tag}`, { connection: bullConnection(url) });
+    queues.push(epochsQ, sweepsQ);
+    const store = new SweepStore(redis, keys.prefix);
+    const id = `cancel-early-${tag}`;
+    await store.create(sweepRecordOf(id, spec(6)));
+    const running = await requireSweep(store, id); // what a sweep job read just before the cancel
+    const r = await cancelSweep({ redis, keys, queue: epochsQ }, id);
+    expect(r).toMatchObject({ again: false, trials: 0, pending: 0, runs: [], best: null });
+    // the sweep job adds the trials after the cancel: each is cancelled at once, none pending
+    expect(await addTrials(store, running)).toBe(6);
+    const k = store.keys(id);
+    expect(Object.values(await redis.hgetall(k.status))).toEqual(Array(6).fill('cancelled'));
+    expect(await redis.llen(k.pending)).toBe(0);
+    // the sweep job itself then does nothing: no epochs job, no further check
+    const report = await processSweepJob({ data: { sweepId: id } }, { redis, keys, queue: epochsQ, sweepsQueue: sweepsQ });
+    expect(report).toMatchObject({ status: 'cancelled', started: [], reenqueued: [] });
+    expect(await epochsQ.count()).toBe(0);
+    expect(await sweepsQ.count()).toBe(0);
+    expect((await store.get(id))?.status).toBe('cancelled');
   });
 });
