@@ -106,11 +106,11 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
     log.info({ status: run.status }, 'run has ended; nothing to do');
     return { outcome: run.status, runId: data.runId, epochs: run.committedEpoch };
   }
-  const trialOf = run.sweepId ?? data.sweepId ?? null;
-  if (trialOf !== null && await (await loadSweepHooks(log))?.trialCancelled?.({ redis: ctx.redis, keys: ctx.keys, runId: data.runId, sweepId: trialOf })) {
+  const sweepId = run.sweepId ?? data.sweepId ?? null;
+  if (sweepId !== null && await (await loadSweepHooks(log))?.trialCancelled?.({ redis: ctx.redis, keys: ctx.keys, runId: data.runId, sweepId })) {
     // enqueued while its sweep was being cancelled (foxhunt sweep-cancel)
     await runs.setStatus(data.runId, 'cancelled');
-    log.info({ sweepId: trialOf }, 'the sweep cancelled this trial; nothing to do');
+    log.info({ sweepId }, 'the sweep cancelled this trial; nothing to do');
     return { outcome: 'cancelled', runId: data.runId, epochs: run.committedEpoch };
   }
   const cfg = parseRunConfig(run.config, `run ${data.runId}`);
@@ -137,7 +137,6 @@ async function runEpochsJob(job: Job, token: string, ctx: JobContext): Promise<E
     const info = await trainer.init(childCfg, checkpoint);
     await runs.update(data.runId, { lib_sha256: info.libSha256, backend: info.backend, engine: info.engine });
     log.info({ from: run.committedEpoch, to: data.epochs, backend: info.backend, device: info.deviceName, childPid: trainer.pid }, 'training');
-    const sweepId = trialOf;
     // Pipelined: the child trains epoch e+1 while epoch e is being committed (checkpoints of the
     // reference workload take longer to store than an epoch takes on a GPU). An epoch in flight
     // when the job ends early is abandoned with the child; one in flight at SIGTERM is finished

@@ -29,20 +29,25 @@ export async function cancelRun(redis: Redis, keys: Keys, queue: Queue, runId: s
   if (ENDED.has(run.status)) return out;
   await store.setStatus(runId, 'cancelled');
   out.cancelled = true;
-  if (run.jobId !== null) {
-    const job = await queue.getJob(run.jobId);
-    const state = job !== undefined ? await job.getState() : 'gone';
-    if (job !== undefined && (state === 'waiting' || state === 'delayed' || state === 'prioritized')) {
-      try {
-        await job.remove();
-        out.job = 'removed';
-      } catch {
-        // a worker took it in between (a locked job cannot be removed): it finds the run cancelled
-        out.job = 'active';
-      }
-    } else if (state === 'active') {
-      out.job = 'active';
+  if (run.jobId !== null) out.job = await removeQueuedJob(queue, run.jobId);
+  return out;
+}
+
+/**
+ * Removes a job that no worker has taken (waiting, delayed, prioritized). 'active' when a worker holds it, also when
+ * one took it in between (a locked job cannot be removed): its worker finds the run or trial cancelled.
+ */
+export async function removeQueuedJob(queue: Queue, jobId: string): Promise<'removed' | 'active' | 'none'> {
+  const job = await queue.getJob(jobId);
+  if (job === undefined) return 'none';
+  const state = await job.getState();
+  if (state === 'waiting' || state === 'delayed' || state === 'prioritized') {
+    try {
+      await job.remove();
+      return 'removed';
+    } catch {
+      return 'active';
     }
   }
-  return out;
+  return state === 'active' ? 'active' : 'none';
 }

@@ -9,7 +9,7 @@
  * again on a cancelled sweep repeats the runs' part (it mends a cancel that was interrupted).
  */
 import { FoxhuntError } from '../errors.js';
-import { cancelRun } from '../queue/cancel.js';
+import { cancelRun, removeQueuedJob } from '../queue/cancel.js';
 import type { CancelRunResult } from '../queue/cancel.js';
 import { epochsJobId } from '../queue/queues.js';
 import { RunStore } from '../redis/runs.js';
@@ -46,13 +46,13 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
   if (state.before !== 'running' && state.before !== 'cancelled') {
     throw new FoxhuntError('JOB_INVALID', `sweep ${sweepId} is already ${state.before || 'ended'}; only a running sweep can be cancelled`, { where: sweepId });
   }
-  const report: SweepCancelReport = {
-    sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, trials: 0, runs: [], jobsRemoved: [], metric: rec.metric, best: null,
-  };
   const runs = new RunStore(ctx.redis, ctx.keys);
   const status = await ctx.redis.hgetall(k.status);
   const trials = await store.trials(sweepId);
-  report.trials = trials.length;
+  const report: SweepCancelReport = {
+    sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, trials: trials.length, runs: [],
+    jobsRemoved: [], metric: rec.metric, best: null,
+  };
   for (const t of trials) {
     if (status[t.runId] !== 'cancelled') continue;
     if (await runs.get(t.runId) !== null) {
@@ -63,14 +63,8 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
       if (r.cancelled || byHook) report.runs.push(r);
       continue;
     }
-    // no run record: a job may still be in the queue (or about to be; the worker refuses that one)
-    const job = await ctx.queue.getJob(epochsJobId(t.runId, rec.maxEpochs));
-    if (job !== undefined && ['waiting', 'delayed', 'prioritized'].includes(await job.getState())) {
-      try {
-        await job.remove();
-        report.jobsRemoved.push(t.runId);
-      } catch { /* taken by a worker in between: it refuses a cancelled trial */ }
-    }
+    // no run record: a job may still be in the queue (or about to be, or taken in between: the worker refuses those)
+    if (await removeQueuedJob(ctx.queue, epochsJobId(t.runId, rec.maxEpochs)) === 'removed') report.jobsRemoved.push(t.runId);
   }
   report.best = await finishSweep(ctx, sweepId);
   return report;
