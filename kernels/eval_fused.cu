@@ -62,7 +62,12 @@ namespace cg = cooperative_groups;
 #define EF_THREADS 256
 #define EF_WARPS (EF_THREADS / 32)
 #define EF_MT 16              /* rows per tile (the mma M) */
-#define EF_C 8                /* blocks per cluster (portable cluster size) */
+/* Blocks per cluster: 8, the portable cluster size. A build with -DEF_C=16 (a non-portable size on Hopper, for
+ * A/B: bench/gpu/evalc.sh) gives each block half the units of every layer and one owned row; a unit's sums run in
+ * the same order whatever the cluster size, so the results are the same bits. */
+#ifndef EF_C
+#define EF_C 8
+#endif
 #define EF_OWN (EF_MT / EF_C) /* rows each block owns (phase D) */
 #define EF_MAXU 12            /* 8-column units per block and layer */
 #define EF_MAXSEG 4           /* column segments of a layer (the output layer: one per head) */
@@ -72,6 +77,7 @@ namespace cg = cooperative_groups;
 #define EF_MAXCLS 32          /* speculative step classes (target, stop) per row: one lane each */
 
 static_assert(FH_ENV_ACCOUNT == 8, "the first layer's account part is one m16n8k8 step");
+static_assert(EF_C >= 1 && EF_C <= 16 && EF_MT % EF_C == 0, "a tile's rows split evenly over the cluster's blocks");
 
 static __host__ __device__ __forceinline__ int32_t ef_pad16(int32_t n) { return (n + 15) / 16 * 16; }
 static inline uint32_t ef_align16(uint32_t n) { return (n + 15u) / 16u * 16u; }
@@ -812,6 +818,7 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   const int whole = smem_max - (int)fa.sharedSizeBytes;
   f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
   FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
+  if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   if (fa.ptxVersion < 90)
     return ef_off(f, "the kernel was built for compute_%d (clusters need 90 or newer: build with sm_90)", fa.ptxVersion);
   {
@@ -827,6 +834,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
       cudaGetLastError(); /* not sticky: clear it */
       f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
     }
+    if (getenv("FH_EVAL_FUSED_VERBOSE")) /* A/B runs (bench/gpu/evalc.sh): how many of the tiles' clusters fit */
+      fprintf(stderr, "eval_fused: %d tiles, clusters of %d blocks, %u bytes of shared memory a block: %d clusters fit "
+              "(%d with whole-SM blocks)\n", P->n_tiles, EF_C, off, clusters, whole_clusters);
   }
 
   /* Xval (built once: the features never change) and the P1 buffer of every evaluation */

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# bench/gpu/evalc.sh COMMIT — the fused evaluation's cluster size, A/B on a GPU host (after `source
+# .gpuhost/boot.sh`). Builds the library twice, with kernels/eval_fused.cu's EF_C = 8 (the default) and = 16 (a
+# non-portable cluster size on Hopper: each block computes half the units of every layer), each copied into a folder
+# of its own that FOXHUNT_NATIVE_DIR picks. On each build: `native_check evalfused` (the fused evaluation against the
+# cuBLASLt loop) with the phase profile and the number of clusters that fit; the two logs' check lines are diffed
+# (a unit's sums run in the same order at either size, so they should agree). Then AB_ROUNDS (default 4) interleaved
+# rounds of the reference bench over the variants (EVALC_ENVS, ';'-separated, each naming its build by c8 or c16
+# first), with each variant's median epoch/train/eval/collect ms. Logs under $OUT/evalc.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/gpu-out}; F=$OUT/evalc; mkdir -p $F
+export FOXHUNT_COMMIT=${1:-unknown}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+L=$(mktemp -d)
+build() {
+  local t0=$(date +%s)
+  FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $F/build-c$1.log 2>&1 ||
+    { tail -30 $F/build-c$1.log; exit 1; }
+  mkdir -p $L/c$1 && cp native/build/libfoxhunt_cpu.so native/build/libfoxhunt_cuda.so $L/c$1/
+  echo "build EF_C=$1: $(( $(date +%s)-t0 )) s"
+}
+build 8
+cp kernels/eval_fused.cu $L/eval_fused.cu.orig
+sed -i 's/^#define EF_C 8$/#define EF_C 16/' kernels/eval_fused.cu
+grep -q '^#define EF_C 16$' kernels/eval_fused.cu || { echo "evalc: the EF_C define was not found"; exit 1; }
+build 16
+cp $L/eval_fused.cu.orig kernels/eval_fused.cu
+
+g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o $L/native_check || exit 1
+for c in 8 16; do
+  FH_EVAL_FUSED_VERBOSE=1 FH_EVAL_FUSED_PROFILE=1 timeout 120 $L/native_check evalfused $L/c$c > $F/evalfused-c$c.log 2>&1
+  echo "evalfused EF_C=$c rc $?: $(grep -c '^PASS' $F/evalfused-c$c.log) passed, $(grep -c '^FAIL' $F/evalfused-c$c.log) failed"
+  grep -E "^eval_fused:|^FAIL" $F/evalfused-c$c.log | sort | uniq -c | head -8
+  grep -E "fused profile" $F/evalfused-c$c.log | tail -2
+done
+# the check lines without their timings: identical when the two sizes give the same results
+strip() { grep -E '^(PASS|FAIL)' "$1" | sed -E 's/[0-9.]+ ?(ms|us|µs)//g'; }
+if diff <(strip $F/evalfused-c8.log) <(strip $F/evalfused-c16.log) > $F/evalfused.diff; then
+  echo "evalfused: the check lines of EF_C=8 and 16 agree"
+else
+  echo "evalfused: the check lines differ ($(grep -c '^<' $F/evalfused.diff) lines)"; head -6 $F/evalfused.diff
+fi
+
+IFS=';' read -ra V <<<"${EVALC_ENVS:-c8;c16;c16 FH_EVAL_WHOLE_SM=0}"
+for r in $(seq 1 ${AB_ROUNDS:-4}); do
+  for i in "${!V[@]}"; do
+    read -r lib rest <<<"${V[$i]}"
+    env FOXHUNT_NATIVE_DIR=$L/$lib $rest timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 \
+      --warmup 2 > $F/ab-$i-$r.txt 2>&1
+    echo "round $r ${V[$i]} rc $?: $(grep -E '^(collect|train|eval|epoch) ms ' $F/ab-$i-$r.txt | tr -s ' ' | tr '\n' ';')"
+  done
+done
+for i in "${!V[@]}"; do
+  for k in epoch train eval collect; do
+    grep -hE "^$k ms +[0-9]" $F/ab-$i-*.txt | awk '{print $3}' | sort -n | awk -v n="${V[$i]}" -v k=$k \
+      '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
+  done
+done
+rm -rf $L
