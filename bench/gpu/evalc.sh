@@ -3,7 +3,7 @@
 # .gpuhost/boot.sh`). Builds the library twice, with kernels/eval_fused.cu's EF_C = 8 (the default) and = 16 (a
 # non-portable cluster size on Hopper: each block computes half the units of every layer), each copied into a folder
 # of its own that FOXHUNT_NATIVE_DIR picks. On each build: `native_check evalfused` (the fused evaluation against the
-# cuBLASLt loop) with the phase profile and the number of clusters that fit; the two logs' check lines are diffed
+# cuBLASLt loop, on the same inputs: FH_SEED) with the phase profile and the clusters that fit; the check lines are diffed
 # (a unit's sums run in the same order at either size, so they should agree). Then AB_ROUNDS (default 4) interleaved
 # rounds of the reference bench over the variants (EVALC_ENVS, ';'-separated, each naming its build by c8 or c16
 # first), with each variant's median epoch/train/eval/collect ms. Logs under $OUT/evalc.
@@ -29,7 +29,7 @@ cp $L/eval_fused.cu.orig kernels/eval_fused.cu
 
 g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o $L/native_check || exit 1
 for c in 8 16; do
-  FH_EVAL_FUSED_VERBOSE=1 FH_EVAL_FUSED_PROFILE=1 timeout 120 $L/native_check evalfused $L/c$c > $F/evalfused-c$c.log 2>&1
+  FH_SEED=${FH_SEED:-20261206} FH_EVAL_FUSED_VERBOSE=1 FH_EVAL_FUSED_PROFILE=1 timeout 120 $L/native_check evalfused $L/c$c > $F/evalfused-c$c.log 2>&1
   echo "evalfused EF_C=$c rc $?: $(grep -c '^PASS' $F/evalfused-c$c.log) passed, $(grep -c '^FAIL' $F/evalfused-c$c.log) failed"
   grep -E "^eval_fused:|^FAIL" $F/evalfused-c$c.log | sort | uniq -c | head -8
   grep -E "fused profile" $F/evalfused-c$c.log | tail -2
