@@ -2,13 +2,15 @@
 (bench/gpu/trace.sh's CUPTI CSV): for the train steps A..B (default 700..999; a step ends with its optimiser, as in
 timeline.py), the median start and end of the loss and of each replay-chain kernel (µs from the previous step's
 optimiser end), the optimiser's end, the next step's first GEMM, and how often the gather ends after the optimiser
-(the replay's chain then sets the step)."""
+(the replay's chain then sets the step). Then the other kernels from the loss's start to the optimiser's end (the
+backward's chain and what runs beside it): each (kernel, stream, n-th launch of it in the step) with its median start,
+end and duration, in order of start, and the summed idle time on the optimiser's stream in that stretch."""
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timeline import load  # noqa: E402
+from timeline import load, short  # noqa: E402
 
 CHAIN = ['fh_c51_loss_half', 'fh_mean_block', 'leaves_zero', 'leaves_max', 'tree_rebuild', 'per_sample', 'per_weights',
          'replay_gather_pair']
@@ -22,6 +24,7 @@ def main():
         sys.exit(f'critical.py: steps {a}..{b} outside 1..{len(opt) - 2}')
     seen = {c: [] for c in CHAIN}
     ends, gemm, late = [], [], []
+    rest, idle = {}, []
     for k in range(a, b + 1):
         t0 = ks[opt[k - 1]][1]
         first = {}
@@ -38,6 +41,8 @@ def main():
             gemm.append(nxt)
         if 'replay_gather_pair' in first:
             late.append(first['replay_gather_pair'][1] - end)
+        if 'fh_c51_loss_half' in first:
+            backward(ks[opt[k - 1] + 1:opt[k] + 1], t0, first['fh_c51_loss_half'][0], ks[opt[k]][2], rest, idle)
     med = statistics.median
     print(f'steps {a}..{b}, medians, us from the previous optimiser end')
     print('| kernel | launches | start | end |\n| --- | ---: | ---: | ---: |')
@@ -48,6 +53,40 @@ def main():
     if late:
         print(f'gather end - optimiser end: median {med(late):.1f} us; '
               f'gather later in {sum(x > 0 for x in late) / len(late):.0%} of steps')
+    if rest:
+        n = b - a + 1
+        print(f'\nfrom the loss to the optimiser (kernels in at least half of the {n} steps; the optimiser\'s stream idle '
+              f'{med(idle):.1f} us in that stretch, median)')
+        print('| kernel | stream | steps | start | end | us |\n| --- | --- | ---: | ---: | ---: | ---: |')
+        rows = [(med(x for x, _ in v), med(y for _, y in v), len(v), key) for key, v in rest.items() if 2 * len(v) >= n]
+        for s0, e0, cnt, (name, strm, i) in sorted(rows):
+            label = name if i == 0 else f'{name} #{i + 1}'
+            print(f'| {label} | {strm} | {cnt} | {s0:.1f} | {e0:.1f} | {med(y - x for x, y in rest[(name, strm, i)]):.1f} |')
+
+
+def backward(step, t0, loss_start, main, rest, idle):
+    """One step's kernels from the loss's start on, except the replay chain's, into rest[(name, stream, n-th)] as
+    (start, end) in us from t0; idle: the optimiser's stream's gaps in that stretch."""
+    count = {}
+    busy = []
+    for s, e, strm, n in step:
+        st = (s - t0) / 1e3
+        if st < loss_start:
+            continue
+        if strm == main:
+            busy.append((st, (e - t0) / 1e3))
+        if any(c in n for c in CHAIN):
+            continue
+        name = short(n)
+        i = count.get((name, strm), 0)
+        count[(name, strm)] = i + 1
+        rest.setdefault((name, strm, i), []).append((st, (e - t0) / 1e3))
+    gap, last = 0.0, loss_start
+    for s, e in sorted(busy):
+        if s > last:
+            gap += s - last
+        last = max(last, e)
+    idle.append(gap)
 
 
 if __name__ == '__main__':
