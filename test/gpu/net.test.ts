@@ -18,7 +18,7 @@
 import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
-import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
+import type { FhConfig, FhEpochStats } from '../../src/native/binding.js';
 import { create, info, market, nativeConfig, nativeMarket, params, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
