@@ -318,7 +318,8 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
-                                          const void* bits, int64_t ld_bits) {
+                                          const void* bits, int64_t ld_bits, int* chunks_out) {
+  if (chunks_out) *chunks_out = 0;
   if (B <= 0 || n <= 0) return FH_OK;
   if (ld_bits % 8 != 0) bits = nullptr;  /* act decides (as it does wherever the wide bf16 kernel does not run) */
   int chunks = 0;
@@ -327,6 +328,10 @@ fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, in
   if (fs != s) {
     FH_CUDA_TRY(cudaEventRecord(ev, s));
     FH_CUDA_TRY(cudaStreamWaitEvent(fs, ev, 0));
+  }
+  if (chunks_out) {
+    *chunks_out = chunks;
+    return FH_OK;
   }
   return fh_launch_colsum_finish(partial, chunks, n, bias_grad, fs);
 }
@@ -420,7 +425,8 @@ template fh_status fh_launch_relu_bwd_colsum<float>(float*, const float*, int, i
 template fh_status fh_launch_relu_bwd_colsum<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
                                                       cudaStream_t);
 template fh_status fh_launch_relu_bwd_colsum_split<float>(float*, const float*, int, int, int, float*, float*,
-                                                          cudaStream_t, cudaStream_t, cudaEvent_t, const void*, int64_t);
+                                                          cudaStream_t, cudaStream_t, cudaEvent_t, const void*, int64_t,
+                                                          int*);
 template fh_status fh_launch_relu_bwd_colsum_split<fh_bf16>(fh_bf16*, const fh_bf16*, int, int, int, float*, float*,
                                                             cudaStream_t, cudaStream_t, cudaEvent_t, const void*,
-                                                            int64_t);
+                                                            int64_t, int*);

@@ -67,11 +67,13 @@ fh_status fh_launch_relu_bwd_colsum(T* dy, const T* act, int ld, int B, int n, f
  * from s after the first pass through the event ev (graph-capturable): the caller joins fs back. fs == s:
  * fh_launch_relu_bwd_colsum (ev unused). bits (optional): the forward's ReLU bit mask (cuBLASLt RELU_AUX layout:
  * bit c of row r at bit r * ld_bits + c, low bit first) decides instead of act where the wide bf16 kernel runs
- * (n >= 256 and a multiple of 8, ld_bits a multiple of 8); act everywhere else. */
+ * (n >= 256 and a multiple of 8, ld_bits a multiple of 8); act everywhere else. chunks_out (optional): the finish
+ * is left to the caller (fh_launch_colsum_finish(partial, *chunks_out, n, bias_grad, fs)), after other work it
+ * queues on fs first. */
 template <typename T>
 fh_status fh_launch_relu_bwd_colsum_split(T* dy, const T* act, int ld, int B, int n, float* partial,
                                           float* bias_grad, cudaStream_t s, cudaStream_t fs, cudaEvent_t ev,
-                                          const void* bits = nullptr, int64_t ld_bits = 0);
+                                          const void* bits = nullptr, int64_t ld_bits = 0, int* chunks_out = nullptr);
 /* out[c] = sum over chunks of partial[chunk * n + c], c < n (`=`), in a fixed order: the second pass of
  * fh_launch_relu_bwd_colsum, also for the column-sum partials of fh_launch_mma_gemm (ldcs = n). */
 fh_status fh_launch_colsum_finish(const float* partial, int chunks, int n, float* out, cudaStream_t s);

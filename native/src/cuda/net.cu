@@ -167,6 +167,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* dws1 = getenv("FH_DW1_SPLIT");
     net->dw1_split = net->op == FH_BF16 && !(dws1 && strcmp(dws1, "0") == 0) && L.D % 128 != 0 &&
                      L.D > FH_ENV_ACCOUNT && (L.D - FH_ENV_ACCOUNT) % 128 == 0;
+    net->dw1_acc_first = fh_env_is("FH_DW1_ACC_FIRST", "1");
     /* bf16 kernel path (FH_RELU_MASKS=0 turns it off): pass 0's forward stores the ReLU bit masks (cuBLASLt's
      * RELU_AUX epilogue) and the backward's ReLU passes of layers >= 256 wide read 1 bit per activation instead of
      * the bf16 activation (the reference step: 449 against 457.5 us, bench/RESULTS.md); narrower layers, and a
@@ -535,13 +536,18 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
                     fused ? G + L.b2 : nullptr));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
-  /* trunk layer 1 (no input gradient) */
+  /* trunk layer 1 (no input gradient); with dw1_acc_first its bias finish waits until the account columns' GEMM
+   * below is queued on fs (the GEMM needs only da1, so it starts beside the market columns' GEMM) */
+  const bool pair = net->pair;
+  const bool split1 = pair || (net->dw1_split && !fused && fs != P.s);
+  const bool acc_first = fh_net_dw1_acc_first_on(*net) && split1 && fs != P.s;
+  int chunks1 = 0;
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
                                               net->colsum_trunk[2], G + L.b1, P.s, fs, net->fin_ev,
-                                              rmk ? net->mask1.bits : nullptr, net->mask1.ld));
-  const bool pair = net->pair;
-  if (pair || (net->dw1_split && !fused && fs != P.s)) {
+                                              rmk ? net->mask1.bits : nullptr, net->mask1.ld,
+                                              acc_first ? &chunks1 : nullptr));
+  if (split1) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
      * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
      * Paired layout: the s runs of the blocks (account at 0, market at mkt; always these two GEMMs) */
@@ -551,6 +557,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     const void* xm = pair ? fh_byte_ptr(P.x, net->pair_l.mkt, op) : P.x;
     FH_TRY(fh_gemm_dw(net->gemm, fs, fs != P.s ? P.ws[1] : P.ws[0], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, xa,
                       ldx, G + L.W1 + mk, nullptr, L.D));
+    if (acc_first) FH_TRY(fh_launch_colsum_finish(net->colsum_trunk[2], chunks1, L.h1, G + L.b1, fs));
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D));
   } else {
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,

@@ -132,6 +132,9 @@ struct fh_net {
   int dw1_split;                /* bf16 kernel path with the finishes on head stream 1: dW1's market columns (a
                                    multiple of 128) on the main stream and its 8 account columns on head stream 1
                                    (FH_DW1_SPLIT=0: one GEMM over all D columns) */
+  int dw1_acc_first;            /* FH_DW1_ACC_FIRST=1 (A/B): on head stream 1 the account columns' GEMM runs before the
+                                   first layer's bias finish instead of after it, so that it starts beside the market
+                                   columns' GEMM; the same bits (the two write disjoint gradients) */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
@@ -155,6 +158,12 @@ struct fh_net {
   int optim_chain;              /* FH_OPTIM_CHAIN=1: the optimiser as its 5-launch chain (grad norm, finish,
                                    Adam, step bump, target update) instead of the fused 2 launches (A/B) */
 };
+
+/* Whether the backward runs dw1_acc_first's order: the kernel path (fh_net_backward_t) with the first layer's weight
+ * gradient split in two GEMMs and the finishes on head stream 1. */
+inline bool fh_net_dw1_acc_first_on(const fh_net& n) {
+  return n.dw1_acc_first && !n.mma && !n.fused && (n.pair || n.dw1_split) && n.finish_side && n.L.n_heads > 1;
+}
 
 /* Allocate everything for batches up to cap rows and initialise online = target = init(seed)
  * (fh_layout_init_value), Adam moments 0, step 0. Synchronous; not capturable. */
