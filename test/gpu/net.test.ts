@@ -297,6 +297,33 @@ describe('CUDA orchestration', () => {
   const keys: (keyof FhEpochStats)[] = ['loss_mean', 'loss_last', 'grad_norm_mean', 'grad_norm_max', 'q_avg_max', 'q_min',
     'q_max', 'q_mean', 'q_var', 'epsilon', 'env_steps', 'global_step'];
 
+  /** Three epochs of the tiny config (13 steps an epoch, a hard target update every 5) with env set: the engine line,
+   * the epochs' scalars and the online parameters. */
+  const threeEpochs = (env: Record<string, string | undefined>) => {
+    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
+    const gpu = loadNative('cuda');
+    return withEnv(env, () =>
+      withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => {
+        const engine = info(gpu, h).engine;
+        const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
+        return { engine, stats, params: params(gpu, h, 0) };
+      }));
+  };
+  type ThreeEpochs = ReturnType<typeof threeEpochs>;
+  /** a trained bit for bit like b: every epoch's scalars, the validation PnL and the online parameters. */
+  const expectSameBits = (a: ThreeEpochs, b: ThreeEpochs, name: string) => {
+    for (let e = 0; e < 3; e++) {
+      const x = a.stats[e];
+      const y = b.stats[e];
+      if (x === undefined || y === undefined) throw new Error('missing epoch');
+      expect(Number.isFinite(x.loss_mean)).toBe(true);
+      for (const k of keys) expect(x[k], `${name}, epoch ${e + 1} ${String(k)}`).toStrictEqual(y[k]);
+      expect(x.val.total_pnl).toStrictEqual(y.val.total_pnl);
+      expect(x.host_syncs).toBe(1);
+    }
+    expect(Buffer.from(a.params.buffer).equals(Buffer.from(b.params.buffer)), `${name}: online params`).toBe(true);
+  };
+
   test('graphs on == graphs off, bit for bit; one host sync per epoch', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));
@@ -359,15 +386,6 @@ describe('CUDA orchestration', () => {
     // (FH_WEIGHTS_BRANCH): the same trees, batches and weights, with the partial and the full rebuild and with the
     // sampler reading the counter itself (FH_STEP_SNAPSHOT=0, which keeps the weights after the sampler), and with
     // steps captured four to a graph (FH_STEP_GROUP=4)
-    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
-    const m = nativeMarket(market(cfg));
-    const gpu = loadNative('cuda');
-    const run = (env: Record<string, string | undefined>) => withEnv(env, () =>
-      withTrainer(gpu, cudaConfig(cfg), m, (h) => {
-        const engine = info(gpu, h).engine;
-        const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
-        return { engine, stats, params: params(gpu, h, 0) };
-      }));
     // opt-in (measured neutral on an H100 and slower on an H200): unset = the old order
     const old = { FH_PER_EARLY_ZERO: undefined, FH_MEAN_BRANCH: undefined, FH_WEIGHTS_BRANCH: undefined };
     const all = { FH_PER_EARLY_ZERO: '1', FH_MEAN_BRANCH: '1', FH_WEIGHTS_BRANCH: '1' };
@@ -381,51 +399,24 @@ describe('CUDA orchestration', () => {
       ['step groups of 4', { ...all, FH_STEP_GROUP: '4' }, old],
     ];
     for (const [name, envNew, envOld] of pairs) {
-      const a = run(envNew);
-      const b = run(envOld);
+      const a = threeEpochs(envNew);
+      const b = threeEpochs(envOld);
       expect(a.engine, `${name}: the switches took effect`).toContain('replay chain early-zero');
       if (envNew['FH_STEP_GROUP']) expect(a.engine).toContain(`step groups of ${envNew['FH_STEP_GROUP']}`);
       expect(b.engine).not.toContain('replay chain');
-      for (let e = 0; e < 3; e++) {
-        const x = a.stats[e];
-        const y = b.stats[e];
-        if (x === undefined || y === undefined) throw new Error('missing epoch');
-        expect(Number.isFinite(x.loss_mean)).toBe(true);
-        for (const k of keys) expect(x[k], `${name}, epoch ${e + 1} ${String(k)}`).toStrictEqual(y[k]);
-        expect(x.val.total_pnl).toStrictEqual(y.val.total_pnl);
-        expect(x.host_syncs).toBe(1);
-      }
-      expect(Buffer.from(a.params.buffer).equals(Buffer.from(b.params.buffer)), `${name}: online params`).toBe(true);
+      expectSameBits(a, b, name);
     }
   });
 
   test("the first layer's account-column GEMM before its bias finish (FH_DW1_ACC_FIRST) == after it, bit for bit", () => {
     // the two write disjoint gradients, so only the order on head stream 1 moves; with hard target updates, and with
     // steps captured four to a graph
-    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
-    const m = nativeMarket(market(cfg));
-    const gpu = loadNative('cuda');
-    const run = (env: Record<string, string | undefined>) => withEnv(env, () =>
-      withTrainer(gpu, cudaConfig(cfg), m, (h) => {
-        const engine = info(gpu, h).engine;
-        const stats = [1, 2, 3].map(() => runEpoch(gpu, h));
-        return { engine, stats, params: params(gpu, h, 0) };
-      }));
     for (const group of [undefined, '4']) {
-      const a = run({ FH_DW1_ACC_FIRST: '1', FH_STEP_GROUP: group });
-      const b = run({ FH_DW1_ACC_FIRST: undefined, FH_STEP_GROUP: group });
+      const a = threeEpochs({ FH_DW1_ACC_FIRST: '1', FH_STEP_GROUP: group });
+      const b = threeEpochs({ FH_DW1_ACC_FIRST: undefined, FH_STEP_GROUP: group });
       expect(a.engine, 'the switch took effect').toContain('dW1 account first');
       expect(b.engine).not.toContain('dW1 account first');
-      for (let e = 0; e < 3; e++) {
-        const x = a.stats[e];
-        const y = b.stats[e];
-        if (x === undefined || y === undefined) throw new Error('missing epoch');
-        expect(Number.isFinite(x.loss_mean)).toBe(true);
-        for (const k of keys) expect(x[k], `groups ${group ?? 1}, epoch ${e + 1} ${String(k)}`).toStrictEqual(y[k]);
-        expect(x.val.total_pnl).toStrictEqual(y.val.total_pnl);
-        expect(x.host_syncs).toBe(1);
-      }
-      expect(Buffer.from(a.params.buffer).equals(Buffer.from(b.params.buffer)), 'online params').toBe(true);
+      expectSameBits(a, b, `step groups of ${group ?? 1}`);
     }
   });
 
