@@ -4,7 +4,8 @@ timeline.py), the median start and end of the loss and of each replay-chain kern
 optimiser end), the optimiser's end, the next step's first GEMM, and how often the gather ends after the optimiser
 (the replay's chain then sets the step). Then the other kernels from the loss's start to the optimiser's end (the
 backward's chain and what runs beside it): each (kernel, stream, n-th launch of it in the step) with its median start,
-end and duration, in order of start, and the summed idle time on the optimiser's stream in that stretch."""
+end and duration, in order of start, and how long no kernel at all ran in that stretch (a graph's replay runs its
+kernels on streams of the driver's choosing, so a stream id is not the captured stream)."""
 import os
 import statistics
 import sys
@@ -42,7 +43,7 @@ def main():
         if 'replay_gather_pair' in first:
             late.append(first['replay_gather_pair'][1] - end)
         if 'fh_c51_loss_half' in first:
-            backward(ks[opt[k - 1] + 1:opt[k] + 1], t0, first['fh_c51_loss_half'][0], ks[opt[k]][2], rest, idle)
+            backward(ks[opt[k - 1] + 1:opt[k] + 1], t0, first['fh_c51_loss_half'][0], rest, idle)
     med = statistics.median
     print(f'steps {a}..{b}, medians, us from the previous optimiser end')
     print('| kernel | launches | start | end |\n| --- | ---: | ---: | ---: |')
@@ -55,8 +56,8 @@ def main():
               f'gather later in {sum(x > 0 for x in late) / len(late):.0%} of steps')
     if rest:
         n = b - a + 1
-        print(f'\nfrom the loss to the optimiser (kernels in at least half of the {n} steps; the optimiser\'s stream idle '
-              f'{med(idle):.1f} us in that stretch, median)')
+        print(f'\nfrom the loss to the optimiser (kernels in at least half of the {n} steps; no kernel running for '
+              f'{med(idle):.1f} us of that stretch, median)')
         print('| kernel | stream | steps | start | end | us |\n| --- | --- | ---: | ---: | ---: | ---: |')
         rows = [(med(x for x, _ in v), med(y for _, y in v), len(v), key) for key, v in rest.items() if 2 * len(v) >= n]
         for s0, e0, cnt, (name, strm, i) in sorted(rows):
@@ -64,17 +65,16 @@ def main():
             print(f'| {label} | {strm} | {cnt} | {s0:.1f} | {e0:.1f} | {med(y - x for x, y in rest[(name, strm, i)]):.1f} |')
 
 
-def backward(step, t0, loss_start, main, rest, idle):
+def backward(step, t0, loss_start, rest, idle):
     """One step's kernels from the loss's start on, except the replay chain's, into rest[(name, stream, n-th)] as
-    (start, end) in us from t0; idle: the optimiser's stream's gaps in that stretch."""
+    (start, end) in us from t0; idle: the time in that stretch with no kernel running on any stream."""
     count = {}
     busy = []
     for s, e, strm, n in step:
         st = (s - t0) / 1e3
         if st < loss_start:
             continue
-        if strm == main:
-            busy.append((st, (e - t0) / 1e3))
+        busy.append((st, (e - t0) / 1e3))
         if any(c in n for c in CHAIN):
             continue
         name = short(n)
