@@ -5,7 +5,10 @@ optimiser end), the optimiser's end, the next step's first GEMM, and how often t
 (the replay's chain then sets the step). Then the other kernels from the loss's start to the optimiser's end (the
 backward's chain and what runs beside it): each (kernel, stream, n-th launch of it in the step) with its median start,
 end and duration, in order of start, and how long no kernel at all ran in that stretch (a graph's replay runs its
-kernels on streams of the driver's choosing, so a stream id is not the captured stream)."""
+kernels on streams of the driver's choosing, so a stream id is not the captured stream). Last, where in the whole step
+nothing ran (no kernel, and no copy or set where the trace has them): the gaps of at least 0.5 us, grouped by the
+kernels on either side, largest total first."""
+import collections
 import os
 import statistics
 import sys
@@ -26,6 +29,7 @@ def main():
     seen = {c: [] for c in CHAIN}
     ends, gemm, late = [], [], []
     rest, idle = {}, []
+    gaps = collections.defaultdict(list)
     for k in range(a, b + 1):
         t0 = ks[opt[k - 1]][1]
         first = {}
@@ -42,6 +46,7 @@ def main():
             gemm.append(nxt)
         if 'replay_gather_pair' in first:
             late.append(first['replay_gather_pair'][1] - end)
+        step_gaps(ks, t0, ks[opt[k]][1], gaps)
         if 'fh_c51_loss_half' in first:
             backward(ks[opt[k - 1] + 1:opt[k] + 1], t0, first['fh_c51_loss_half'][0], rest, idle)
     med = statistics.median
@@ -63,6 +68,25 @@ def main():
         for s0, e0, cnt, (name, strm, i) in sorted(rows):
             label = name if i == 0 else f'{name} #{i + 1}'
             print(f'| {label} | {strm} | {cnt} | {s0:.1f} | {e0:.1f} | {med(y - x for x, y in rest[(name, strm, i)]):.1f} |')
+    n = b - a + 1
+    rows = sorted(((sum(g for _, g in v) / n, len(v), med(x for x, _ in v), med(g for _, g in v), key)
+                   for key, v in gaps.items()), reverse=True)
+    print(f'\nnothing running (gaps >= 0.5 us): {sum(r[0] for r in rows):.1f} us a step in all')
+    print('| us a step | steps | at | median gap | after | before |\n| ---: | ---: | ---: | ---: | --- | --- |')
+    for per, cnt, at, g, (after, before) in rows[:12]:
+        print(f'| {per:.1f} | {cnt} | {at:.1f} | {g:.1f} | {after} | {before} |')
+
+
+def step_gaps(ks, t0, t1, gaps):
+    """The stretches of [t0, t1] (ns) where no record of the trace runs, into gaps[(kernel before, kernel after)] as
+    (offset, length) in us."""
+    seq = sorted((max(s, t0), min(e, t1), n) for s, e, _, n in ks if e > t0 and s < t1)
+    last, last_name = t0, 'the step start'
+    for s, e, n in seq:
+        if s > last + 500:
+            gaps[(short(last_name)[:60], short(n)[:60])].append(((last - t0) / 1e3, (s - last) / 1e3))
+        if e > last:
+            last, last_name = e, n
 
 
 def backward(step, t0, loss_start, rest, idle):

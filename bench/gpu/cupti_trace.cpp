@@ -4,7 +4,9 @@
  * start and end through CUPTI's concurrent-kernel activity (graph-launched kernels included, without serialising
  * them) and writes, at process exit, one CSV row per kernel in the columns bench/gpu/timeline.py reads from nsys's
  * cuda_gpu_trace report: "Start (ns),Duration (ns),Strm,Name" (names demangled, quoted), and a column "Grid" (grid x*y*z, so that one
- * cuBLASLt kernel at two shapes can be told apart).
+ * cuBLASLt kernel at two shapes can be told apart). Memory copies and sets (a graph's memcpy and memset nodes too,
+ * and any a library queues) are rows of their own, named "memcpy <kind> <bytes> B" and "memset <bytes> B" with an
+ * empty grid, so that a stretch with no kernel but a copy in flight is not read as idle.
  *
  *   CUDA_INJECTION64_PATH=libfh_cupti_trace.so FH_TRACE_OUT=trace.csv <any CUDA program>
  *
@@ -22,7 +24,7 @@ namespace {
 
 FILE* g_out = nullptr;
 std::mutex g_mu;
-size_t g_kernels = 0, g_dropped = 0;
+size_t g_kernels = 0, g_memops = 0, g_dropped = 0;
 constexpr size_t kBufBytes = 16u << 20;
 
 void CUPTIAPI buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
@@ -44,10 +46,35 @@ void write_name(const char* name) {
   free(dm);
 }
 
+const char* copy_kind(uint8_t k) {
+  switch (k) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+    default: return "other";
+  }
+}
+
 void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buf, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(g_mu);
   CUpti_Activity* r = nullptr;
   while (g_out && cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+    if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
+      fprintf(g_out, "%llu,%llu,%u,,\"memcpy %s %llu B\"\n", (unsigned long long)m->start,
+              (unsigned long long)(m->end - m->start), m->streamId, copy_kind(m->copyKind), (unsigned long long)m->bytes);
+      ++g_memops;
+      continue;
+    }
+    if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
+      fprintf(g_out, "%llu,%llu,%u,,\"memset %llu B\"\n", (unsigned long long)m->start,
+              (unsigned long long)(m->end - m->start), m->streamId, (unsigned long long)m->bytes);
+      ++g_memops;
+      continue;
+    }
     if (r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
     fprintf(g_out, "%llu,%llu,%u,%dx%dx%d,", (unsigned long long)k->start, (unsigned long long)(k->end - k->start),
@@ -67,7 +94,8 @@ void at_exit() {
   if (!g_out) return;
   fclose(g_out);
   g_out = nullptr;
-  fprintf(stderr, "cupti_trace: %zu kernels written, %zu records dropped\n", g_kernels, g_dropped);
+  fprintf(stderr, "cupti_trace: %zu kernels and %zu memory copies/sets written, %zu records dropped\n", g_kernels,
+          g_memops, g_dropped);
 }
 
 bool ok(CUptiResult r, const char* what) {
@@ -91,7 +119,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
   }
   fprintf(g_out, "Start (ns),Duration (ns),Strm,Grid,Name\n");
   if (!ok(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "cuptiActivityRegisterCallbacks") ||
-      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)")) {
+      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable(CONCURRENT_KERNEL)") ||
+      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "cuptiActivityEnable(MEMCPY)") ||
+      !ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "cuptiActivityEnable(MEMSET)")) {
     fclose(g_out);
     g_out = nullptr;
     return 0;
