@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# bench/gpu/trace.sh — a kernel (and memory copy/set) trace of the reference bench on a GPU host without nsys (after
-# a native build and `source .gpuhost/boot.sh`): builds bench/gpu/cupti_trace.cpp, runs `npm run bench -- --config reference --backend
-# cuda --epochs 3 --warmup 1` under it (CUDA_INJECTION64_PATH) and prints bench/gpu/timeline.py's tables: the longest
-# stretches without a kernel over the whole run, each kernel's launches and GPU time per step over the third epoch's
-# steps 700..1000, and the kernels of steps 852 and 853 (start, duration, stream; bubbles and stream overlap).
+# bench/gpu/trace.sh — a kernel (and memory copy/set) trace of the reference bench on a GPU host without nsys
+# (after a native build and `source .gpuhost/boot.sh`): builds bench/gpu/cupti_trace.cpp, runs `npm run bench --
+# --config reference --backend cuda --epochs 3 --warmup 1` under it (CUDA_INJECTION64_PATH) and prints
+# bench/gpu/timeline.py's tables: the longest stretches without a kernel over the whole run, each kernel's launches
+# and GPU time per step over the third epoch's steps 700..1000, and the kernels of steps 852 and 853 (start,
+# duration, stream; bubbles and stream overlap).
 # Extra env for the bench: TRACE_ENV (e.g. "FH_STEP_GROUP=2"). The trace is kept gzipped under $OUT/trace.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
