@@ -297,10 +297,10 @@ describe('CUDA orchestration', () => {
   const keys: (keyof FhEpochStats)[] = ['loss_mean', 'loss_last', 'grad_norm_mean', 'grad_norm_max', 'q_avg_max', 'q_min',
     'q_max', 'q_mean', 'q_var', 'epsilon', 'env_steps', 'global_step'];
 
-  /** Three epochs of the tiny config (13 steps an epoch, a hard target update every 5) with env set: the engine line,
-   * the epochs' scalars and the online parameters. */
-  const threeEpochs = (env: Record<string, string | undefined>) => {
-    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5']);
+  /** Three epochs of the tiny config (13 steps an epoch, a hard target update every 5, plus sets) with env set: the
+   * engine line, the epochs' scalars and the online parameters. */
+  const threeEpochs = (env: Record<string, string | undefined>, sets: string[] = []) => {
+    const cfg = tinyConfig(['agent.atoms=51', 'train.steps_per_epoch=13', 'agent.target_update_every=5', ...sets]);
     const gpu = loadNative('cuda');
     return withEnv(env, () =>
       withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => {
@@ -410,10 +410,11 @@ describe('CUDA orchestration', () => {
 
   test("the first layer's account-column GEMM before its bias finish (FH_DW1_ACC_FIRST) == after it, bit for bit", () => {
     // the two write disjoint gradients, so only the order on head stream 1 moves; with hard target updates, and with
-    // steps captured four to a graph
+    // steps captured four to a graph. A window of 8 bars makes the first layer's market columns a multiple of 128
+    // (D = 8 * 16 + 8), so its weight gradient is split in two GEMMs with or without the paired layout
     for (const group of [undefined, '4']) {
-      const a = threeEpochs({ FH_DW1_ACC_FIRST: '1', FH_STEP_GROUP: group });
-      const b = threeEpochs({ FH_DW1_ACC_FIRST: undefined, FH_STEP_GROUP: group });
+      const a = threeEpochs({ FH_DW1_ACC_FIRST: '1', FH_STEP_GROUP: group }, ['env.window=8']);
+      const b = threeEpochs({ FH_DW1_ACC_FIRST: undefined, FH_STEP_GROUP: group }, ['env.window=8']);
       expect(a.engine, 'the switch took effect').toContain('dW1 account first');
       expect(b.engine).not.toContain('dW1 account first');
       expectSameBits(a, b, `step groups of ${group ?? 1}`);

@@ -160,9 +160,10 @@ struct fh_net {
 };
 
 /* Whether the backward runs dw1_acc_first's order: the kernel path (fh_net_backward_t) with the first layer's weight
- * gradient split in two GEMMs and the finishes on head stream 1. */
-inline bool fh_net_dw1_acc_first_on(const fh_net& n) {
-  return n.dw1_acc_first && !n.mma && !n.fused && (n.pair || n.dw1_split) && n.finish_side && n.L.n_heads > 1;
+ * gradient split in two GEMMs and the finishes on head stream 1. pair: the train step's paired layout (the trainer sets
+ * n.pair only while it launches a step). */
+inline bool fh_net_dw1_acc_first_on(const fh_net& n, bool pair) {
+  return n.dw1_acc_first && !n.mma && !n.fused && (pair || n.dw1_split) && n.finish_side && n.L.n_heads > 1;
 }
 
 /* Allocate everything for batches up to cap rows and initialise online = target = init(seed)

@@ -917,7 +917,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
   if (t->pair && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
-  if (fh_net_dw1_acc_first_on(t->net) && w > 0 && (size_t)w < sizeof out->engine)
+  if (fh_net_dw1_acc_first_on(t->net, t->pair) && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", dW1 account first");
   if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
