@@ -549,7 +549,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
                                               acc_first ? &chunks1 : nullptr));
   if (split1) {
     /* the market columns (a multiple of 128) on the main stream, the 8 account columns on fs after da1's finish
-     * (fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
+     * (before it with dw1_acc_first; fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
      * Paired layout: the s runs of the blocks (account at 0, market at mkt; always these two GEMMs) */
     const int mk = L.D - FH_ENV_ACCOUNT;
     const int ldx = pair ? net->pair_l.P : L.D;
