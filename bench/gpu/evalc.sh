@@ -9,6 +9,7 @@
 # first), with each variant's median epoch/train/eval/collect ms. Logs under $OUT/evalc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source bench/gpu/rounds.sh
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/evalc; mkdir -p $F
 export FOXHUNT_COMMIT=${1:-unknown}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -42,19 +43,11 @@ else
   echo "evalfused: the check lines differ ($(grep -c '^<' $F/evalfused.diff) lines)"; head -6 $F/evalfused.diff
 fi
 
-IFS=';' read -ra V <<<"${EVALC_ENVS:-c8;c16;c16 FH_EVAL_WHOLE_SM=0}"
-for r in $(seq 1 ${AB_ROUNDS:-4}); do
-  for i in "${!V[@]}"; do
-    read -r lib rest <<<"${V[$i]}"
-    env FOXHUNT_NATIVE_DIR=$L/$lib $rest timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 \
-      --warmup 2 > $F/ab-$i-$r.txt 2>&1
-    echo "round $r ${V[$i]} rc $?: $(grep -E '^(collect|train|eval|epoch) ms ' $F/ab-$i-$r.txt | tr -s ' ' | tr '\n' ';')"
-  done
+IFS=';' read -ra ab_label <<<"${EVALC_ENVS:-c8;c16;c16 FH_EVAL_WHOLE_SM=0}"
+ab_env=()
+for v in "${ab_label[@]}"; do
+  read -r lib rest <<<"$v"
+  ab_env+=("FOXHUNT_NATIVE_DIR=$L/$lib $rest")
 done
-for i in "${!V[@]}"; do
-  for k in epoch train eval collect; do
-    grep -hE "^$k ms +[0-9]" $F/ab-$i-*.txt | awk '{print $3}' | sort -n | awk -v n="${V[$i]}" -v k=$k \
-      '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
-  done
-done
+ab_rounds $F "${AB_ROUNDS:-4}" "epoch train eval collect"
 rm -rf $L

@@ -10,6 +10,7 @@
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/final; mkdir -p $F
 set -uo pipefail
+source bench/gpu/rounds.sh
 export FOXHUNT_COMMIT=$1
 T_START=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
@@ -28,19 +29,8 @@ t0=$(date +%s); FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --requ
 echo "build $(( $(date +%s)-t0 )) s"
 [ "${TESTS_LAST:-0}" = 1 ] || run_tests
 timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 > $F/bench-ref.txt 2>$F/bench-ref.err; echo "bench rc $?"; tail -16 $F/bench-ref.txt
-IFS=';' read -ra abs <<<"${AB_ENVS:-}"
-for r in $(seq 1 ${AB_ROUNDS:-5}); do
-  for i in "${!abs[@]}"; do
-    t0=$(date +%s)
-    env ${abs[$i]} timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 >$F/ab-$i-$r.txt 2>&1
-    echo "round $r ${abs[$i]} rc $? ($(( $(date +%s)-t0 )) s): $(grep -E '^(train|eval|epoch) ms ' $F/ab-$i-$r.txt | tr -s ' ' | tr '\n' ';')"
-  done
-done
-for i in "${!abs[@]}"; do
-  for k in epoch train eval; do
-    grep -hE "^$k ms +[0-9]" $F/ab-$i-*.txt | awk '{print $3}' | sort -n | awk -v n="${abs[$i]}" -v k=$k \
-      '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
-  done
-done
+IFS=';' read -ra ab_env <<<"${AB_ENVS:-}"
+ab_label=("${ab_env[@]}")
+ab_rounds $F "${AB_ROUNDS:-5}" "epoch train eval"
 [ "${TESTS_LAST:-0}" = 1 ] && run_tests
 if [ "${GEMM_SHAPES:-0}" = 1 ]; then timeout 40 python3 bench/gpu/gemm_shapes.py 2>&1 | tail -8; fi

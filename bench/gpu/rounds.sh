@@ -1,0 +1,24 @@
+# bench/gpu/rounds.sh — sourced by final.sh and evalc.sh: interleaved A/B rounds of the reference bench.
+# ab_rounds DIR ROUNDS "KEYS": the caller sets the arrays ab_label and ab_env (one entry per variant; ab_env[i] is the
+# env assignments of variant i). Each round runs every variant once (`npm run bench -- --config reference --backend
+# cuda --epochs 5 --warmup 2`, into DIR/ab-<i>-<round>.txt) and prints its KEYS lines (e.g. "epoch train eval");
+# then each variant's median, min and max of every key over the rounds (the machine's spread between bench runs is
+# ~1-6 ms, so single runs do not decide).
+ab_rounds() {
+  local d=$1 rounds=$2 keys=$3 r i k t0
+  for r in $(seq 1 "$rounds"); do
+    for i in "${!ab_env[@]}"; do
+      t0=$(date +%s)
+      env ${ab_env[$i]} timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 \
+        >"$d/ab-$i-$r.txt" 2>&1
+      echo "round $r ${ab_label[$i]} rc $? ($(( $(date +%s)-t0 )) s): $(grep -E "^(${keys// /|}) ms " "$d/ab-$i-$r.txt" |
+        tr -s ' ' | tr '\n' ';')"
+    done
+  done
+  for i in "${!ab_env[@]}"; do
+    for k in $keys; do
+      grep -hE "^$k ms +[0-9]" "$d"/ab-"$i"-*.txt | awk '{print $3}' | sort -n | awk -v n="${ab_label[$i]}" -v k="$k" \
+        '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
+    done
+  done
+}
