@@ -59,8 +59,8 @@ def main():
     if late:
         print(f'gather end - optimiser end: median {med(late):.1f} us; '
               f'gather later in {sum(x > 0 for x in late) / len(late):.0%} of steps')
+    n = b - a + 1
     if rest:
-        n = b - a + 1
         print(f'\nfrom the loss to the optimiser (kernels in at least half of the {n} steps; no kernel running for '
               f'{med(idle):.1f} us of that stretch, median)')
         print('| kernel | stream | steps | start | end | us |\n| --- | --- | ---: | ---: | ---: | ---: |')
@@ -68,7 +68,6 @@ def main():
         for s0, e0, cnt, (name, strm, i) in sorted(rows):
             label = name if i == 0 else f'{name} #{i + 1}'
             print(f'| {label} | {strm} | {cnt} | {s0:.1f} | {e0:.1f} | {med(y - x for x, y in rest[(name, strm, i)]):.1f} |')
-    n = b - a + 1
     rows = sorted(((sum(g for _, g in v) / n, len(v), med(x for x, _ in v), med(g for _, g in v), key)
                    for key, v in gaps.items()), reverse=True)
     print(f'\nnothing running (gaps >= 0.5 us): {sum(r[0] for r in rows):.1f} us a step in all')

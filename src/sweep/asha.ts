@@ -9,9 +9,10 @@ import type { Redis } from 'ioredis';
 import type { SweepKeys } from './keys.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
+const COMMON_LUA = readFileSync(join(here, 'lua', 'common.lua'), 'utf8');
 /** A script of lua/, behind the helpers of lua/common.lua. */
 function script(name: string): string {
-  return `${readFileSync(join(here, 'lua', 'common.lua'), 'utf8')}\n${readFileSync(join(here, 'lua', `${name}.lua`), 'utf8')}`;
+  return `${COMMON_LUA}\n${readFileSync(join(here, 'lua', `${name}.lua`), 'utf8')}`;
 }
 const RUNG_LUA = script('rung');
 const RELEASE_LUA = script('release');

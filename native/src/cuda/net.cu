@@ -540,7 +540,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
    * below is queued on fs (the GEMM needs only da1, so it starts beside the market columns' GEMM) */
   const bool pair = net->pair;
   const bool split1 = pair || (net->dw1_split && !fused && fs != P.s);
-  const bool acc_first = fh_net_dw1_acc_first_on(*net, pair) && split1 && fs != P.s;
+  const bool acc_first = fh_net_dw1_acc_first_on(*net, pair);  /* implies split1 and fs != P.s */
   int chunks1 = 0;
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da1), static_cast<const T*>(P.a1), L.h1, B, L.h1,
