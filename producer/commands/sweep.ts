@@ -55,33 +55,18 @@ export function register(program: Command): void {
       }
     });
 
-  program.command('sweep-resume')
-    .description('resume an interrupted sweep: re-enqueue trials that have no live job and are not finished')
-    .argument('<id>', 'sweep id')
-    .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => withSweepContext(async (ctx) => {
-      const r = await resumeSweep(ctx, id);
-      if (o.json) {
-        process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-        return;
-      }
+  sweepIdCommand(program, 'sweep-resume',
+    'resume an interrupted sweep: re-enqueue trials that have no live job and are not finished', resumeSweep, (id, r) => {
       process.stdout.write(`sweep ${id} (${r.status}): ${r.reenqueued.length} re-enqueued, ${r.started.length} started, ` +
         `${r.replayed.length} lost reports replayed, ${r.failed.length} failed for good, ${r.added} trials added\n`);
       for (const [what, ids] of [['re-enqueued', r.reenqueued], ['started', r.started], ['replayed', r.replayed], ['failed', r.failed]] as const) {
         if (ids.length > 0) process.stdout.write(`  ${what}: ${ids.join(' ')}\n`);
       }
-    }));
+    });
 
-  program.command('sweep-cancel')
-    .description('cancel a running sweep: no trial starts again, queued trials are removed, training ones stop at their next epoch')
-    .argument('<id>', 'sweep id')
-    .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }) => withSweepContext(async (ctx) => {
-      const r = await cancelSweep(ctx, id);
-      if (o.json) {
-        process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-        return;
-      }
+  sweepIdCommand(program, 'sweep-cancel',
+    'cancel a running sweep: no trial starts again, queued trials are removed, training ones stop at their next epoch',
+    cancelSweep, (id, r) => {
       const training = r.runs.filter((x) => x.job === 'active').map((x) => x.runId);
       const removed = [...r.runs.filter((x) => x.job === 'removed').map((x) => x.runId), ...r.jobsRemoved];
       process.stdout.write(`${r.again ? `sweep ${id} was already cancelled; its runs checked again` : `cancelled sweep ${id}`}: ` +
@@ -92,17 +77,29 @@ export function register(program: Command): void {
       process.stdout.write(r.best !== null
         ? `best so far: ${r.best.runId} ${r.metric}=${fmtValue(r.best.metric)} after ${r.best.epochs} epochs (foxhunt sweep-status ${id})\n`
         : `no trial had reported yet (foxhunt sweep-status ${id})\n`);
-    }));
+    });
 }
 
-/** Runs a sweep command with its Redis connection and the epochs queue, and closes both after it. */
-async function withSweepContext(fn: (ctx: SweepContext) => Promise<void>): Promise<void> {
-  const redis = await cliRedis();
-  const queue = epochsQueue();
-  try {
-    await fn({ redis, keys: new Keys(), queue });
-  } finally {
-    await queue.close();
-    await redis.quit();
-  }
+/**
+ * A command `NAME <id> [--json]` on a sweep: runs `run` with the Redis connection and the epochs queue (both closed
+ * after it) and prints its report as JSON, or as text through `print`.
+ */
+function sweepIdCommand<R>(program: Command, name: string, description: string,
+  run: (ctx: SweepContext, id: string) => Promise<R>, print: (id: string, r: R) => void): void {
+  program.command(name)
+    .description(description)
+    .argument('<id>', 'sweep id')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }) => {
+      const redis = await cliRedis();
+      const queue = epochsQueue();
+      try {
+        const r = await run({ redis, keys: new Keys(), queue }, id);
+        if (o.json) process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
+        else print(id, r);
+      } finally {
+        await queue.close();
+        await redis.quit();
+      }
+    });
 }
