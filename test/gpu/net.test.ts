@@ -421,20 +421,6 @@ describe('CUDA orchestration', () => {
     }
   });
 
-  test("the train graphs' memsets hoisted off the chain (FH_HOIST_MEMSETS) == left in place, bit for bit", () => {
-    // cuBLASLt's memset before each masked forward GEMM (each GEMM then has a workspace of its own) and the
-    // sampler's minimum reset run beside the kernel before them; with steps captured one and four to a graph
-    for (const group of [undefined, '4']) {
-      const a = threeEpochs({ FH_HOIST_MEMSETS: undefined, FH_STEP_GROUP: group });
-      const b = threeEpochs({ FH_HOIST_MEMSETS: '0', FH_STEP_GROUP: group });
-      const hoisted = /(\d+) of (\d+) memsets hoisted/.exec(a.engine);
-      expect(hoisted, `the default hoists: ${a.engine}`).not.toBeNull();
-      expect(Number(hoisted?.[1])).toBeGreaterThan(0);
-      expect(b.engine).not.toContain('memsets hoisted');
-      expectSameBits(a, b, `step groups of ${group ?? 1}`);
-    }
-  });
-
   test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));

@@ -174,7 +174,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
-    net->aux_ws = net->relu_masks && L.n_heads >= 4 && !fh_env_is("FH_HOIST_MEMSETS", "0");
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
@@ -336,18 +335,6 @@ fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
                                      : fh_launch_expected_q(fh_net_view<float>(net, p), B, q, net->nq, s);
 }
 
-int fh_net_hoist_ranges(const fh_net& n, fh_dev_range* out, int max) {
-  int k = 0;
-  auto add = [&](const void* p, size_t bytes) {
-    if (p && k < max) out[k++] = fh_dev_range{p, bytes};
-  };
-  if (n.aux_ws)
-    for (int i = 1; i <= 3; ++i) add(n.pass[0].ws[i], fh_gemm_workspace_bytes());
-  const fh_relu_mask* ms[3] = {&n.mask1, &n.mask2, &n.maskh};
-  for (const fh_relu_mask* m : ms) add(m->bits, (size_t)(2 * (int64_t)n.pass[0].cap * m->ld / 8));
-  return k;
-}
-
 static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B);
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
@@ -362,9 +349,6 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (B > P.cap || !x) return FH_ERR_INVALID_ARGUMENT;
   const fh_relu_mask none{nullptr, 0};
   const bool m = masks && (net->fused || net->relu_masks);
-  /* the masked GEMMs' workspaces: one each with aux_ws (graph_hoist.h), else the main stream's */
-  void* const wm[3] = {m && net->aux_ws ? P.ws[1] : P.ws[0], m && net->aux_ws ? P.ws[2] : P.ws[0],
-                       m && net->aux_ws ? P.ws[3] : P.ws[0]};
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
@@ -378,18 +362,18 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
     /* the s' runs need no ReLU mask (the backward runs over the s rows), so their GEMM writes none (bench/RESULTS.md,
      * fourteenth session: 0.9 of its 29.8 µs); FH_PAIR_SN_MASK=1 (A/B switch, read at capture) writes it as before */
     const fh_relu_mask m1 = m && fh_env_is("FH_PAIR_SN_MASK", "1") ? fh_mask_rows(net->mask1, Bh) : none;
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, wm[0], op, Bh, L.h1, pl.K, x, pl.P, net->w1s, fh_byte_ptr(S, L.b1, op),
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, x, pl.P, net->w1s, fh_byte_ptr(S, L.b1, op),
                        FH_EPI_RELU_BIAS, P.a1, op, L.h1, m0));
     FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, Bh, L.h1, pl.K, fh_byte_ptr(x, pl.mkt, op), pl.P, net->w1n,
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, fh_byte_ptr(P.a1, (int64_t)Bh * L.h1, op), op, L.h1,
                        m1));
   } else {
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, wm[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, x, L.D, fh_byte_ptr(S, L.W1, op),
                        fh_byte_ptr(S, L.b1, op), FH_EPI_RELU_BIAS, P.a1, op, L.h1, m ? net->mask1 : none));
   }
-  FH_TRY(fh_gemm_fwd(net->gemm, P.s, wm[1], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, P.a1, L.h1, fh_byte_ptr(S, L.W2, op),
                      fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
-  FH_TRY(fh_gemm_fwd(net->gemm, P.s, wm[2], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
+  FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (train_pass && (net->knockout & FH_KO_HEADS)) {
   } else if (net->mma_heads) {

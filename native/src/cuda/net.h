@@ -31,7 +31,6 @@
 #include "../../../kernels/p1.cuh"
 #include "../common/layout.h"
 #include "gemm_cublaslt.h"
-#include "graph_hoist.h"
 
 #define FH_NET_PASSES 3
 
@@ -139,9 +138,6 @@ struct fh_net {
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
-  int aux_ws;                   /* with relu_masks and >= 4 heads (FH_HOIST_MEMSETS=0: off): pass 0's three masked forward
-                                   GEMMs use the workspaces of head streams 1..3 (idle until the heads fork), one each,
-                                   so that the trainer can hoist cuBLASLt's memset ahead of each (graph_hoist.h) */
   int colsum_merged;            /* 1 (default; FH_COLSUM_MERGED=0 off), bf16 kernel path: the head outputs' bias
                                    gradients as one column-sum launch + one finish for every head (on the last head's
                                    stream) instead of two launches per head; the same bits */
@@ -169,10 +165,6 @@ struct fh_net {
 inline bool fh_net_dw1_acc_first_on(const fh_net& n, bool pair) {
   return n.dw1_acc_first && !n.mma && !n.fused && (pair || n.dw1_split) && n.finish_side && n.L.n_heads > 1;
 }
-
-/* The device ranges the trainer may hoist a captured memset into (graph_hoist.h): pass 0's masked-GEMM workspaces
- * (aux_ws) and the ReLU masks. Returns how many it wrote to out (at most max). */
-int fh_net_hoist_ranges(const fh_net& n, struct fh_dev_range* out, int max);
 
 /* Allocate everything for batches up to cap rows and initialise online = target = init(seed)
  * (fh_layout_init_value), Adam moments 0, step 0. Synchronous; not capturable. */

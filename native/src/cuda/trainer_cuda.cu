@@ -170,10 +170,6 @@ struct fh_trainer {
   int32_t group_n = 1;
   std::map<uint64_t, cudaGraphExec_t> g_group;
   std::vector<unsigned> cap_group;
-  /* the train graphs' memsets taken off the chain (graph_hoist.h; FH_HOIST_MEMSETS=0 off): cuBLASLt's before each
-   * masked forward GEMM (in the workspaces net.aux_ws gives them) and the sampler's minimum reset */
-  bool hoist_on = false;
-  fh_hoist_count hoist{};
 
   /* Step scalars written by the device straight into mapped pinned host memory (h_* = host view,
    * the rest = device view of the same bytes): the host reads a step's loss and grad norm as soon as
@@ -491,17 +487,6 @@ static fh_status capture(fh_trainer* t, cudaStream_t s, fh_seq_fn fn, int arg, c
     fh_cuda_set_error(__FILE__, __LINE__, "cudaStreamEndCapture", cudaGetErrorString(e));
     return fail_dev(t, fh_cuda_status(e), what);
   }
-  if (t->hoist_on && (fn == seq_train || fn == seq_group)) {
-    fh_dev_range r[8];
-    int n = fh_net_hoist_ranges(t->net, r, 6);
-    for (int i = 0; i < 2; ++i)
-      if (t->have_bb[i]) r[n++] = fh_dev_range{t->bb[i].min_prob_bits, sizeof(unsigned int)};
-    st = fh_graph_hoist_memsets(g, r, n, &t->hoist);
-    if (st != FH_OK) {
-      cudaGraphDestroy(g);
-      return fail_dev(t, st, what);
-    }
-  }
   e = cudaGraphInstantiate(out, g, cudaGraphInstantiateFlagUseNodePriority);
   cudaGraphDestroy(g);
   if (e != cudaSuccess) {
@@ -781,7 +766,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
 
   FH_TRY(warm_up(t));
   if (c.use_graphs) {
-    t->hoist_on = !fh_env_is("FH_HOIST_MEMSETS", "0");
     FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
     /* the train-step variants an epoch of train_steps steps launches (step_flags) */
     for (int32_t k = 0; k < c.train_steps; ++k)
@@ -935,9 +919,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
   if (fh_net_dw1_acc_first_on(t->net, t->pair) && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", dW1 account first");
-  if (t->hoist.hoisted && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", %d of %d memsets hoisted", t->hoist.hoisted,
-                  t->hoist.memsets);
   if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
   if ((t->early_zero || t->s_rec) && w > 0 && (size_t)w < sizeof out->engine)
