@@ -32,8 +32,9 @@ size_t fh_gemm_workspace_bytes(void) { return kWorkspaceBytes; }
 
 namespace {
 
-/* op, transposes, m n k, leading dimensions, output dtype, epilogue, aux ld, and the alignments of A, B, C */
-using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+/* op, transposes, m n k, leading dimensions, output dtype, epilogue, aux ld, the alignments of A, B, C, and the SM
+ * count target */
+using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -48,7 +49,12 @@ struct fh_gemm {
   bool reference = false;  /* FH_GEMM_REFERENCE=1: kernels/gemm_ref.cu instead of cuBLASLt */
   std::mutex mu;
   std::map<PlanKey, Plan> plans;
+  int sm_target = 0;       /* fh_gemm_set_sm_target */
 };
+
+void fh_gemm_set_sm_target(fh_gemm* g, int sms) {
+  if (g) g->sm_target = sms > 0 ? sms : 0;
+}
 
 static fh_status lt_fail(cublasStatus_t st, const char* what) {
   snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt %s failed: status %d", what, (int)st);
@@ -160,9 +166,10 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     cudaGetLastError();
     const char* log = getenv("FH_GEMM_TUNE_LOG");  /* "1": one line per tuned shape on stderr (diagnostics) */
     if (log && log[0] == '1')
-      fprintf(stderr, "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d: %d candidates, first %.2f us, best #%d %.2f us\n",
+      fprintf(stderr,
+              "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d sms=%d: %d candidates, first %.2f us, best #%d %.2f us\n",
               std::get<3>(key), std::get<4>(key), std::get<5>(key), std::get<6>(key), std::get<7>(key), std::get<8>(key),
-              std::get<10>(key), ran, first_ms * 200.0f, best, best_ms * 200.0f);
+              std::get<10>(key), std::get<15>(key), ran, first_ms * 200.0f, best, best_ms * 200.0f);
     if (ran == 0 && fused) {
       /* the heuristic offered algorithms for the fused epilogue but none of them runs here */
       snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt: no runnable algorithm for the fused epilogue");
@@ -232,7 +239,7 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
   }
   const uint32_t al_a = ptr_align(A), al_b = ptr_align(B), al_c = ptr_align(C);
   PlanKey key{(int)op, ta, tb, m, n, k, lda, ldb, ldc, (int)cdtype, (int)epi, (int)aux_ld,
-              (int)al_a, (int)al_b, (int)al_c};
+              (int)al_a, (int)al_b, (int)al_c, g->sm_target};
   Plan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(g->mu);
@@ -248,6 +255,11 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), "set TRANSB");
     cublasLtEpilogue_t e = lt_epilogue(epi);
     LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "set EPILOGUE");
+    if (g->sm_target > 0) {
+      const int32_t sms = g->sm_target;
+      LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms),
+             "set SM_COUNT_TARGET");
+    }
     if (epi_has_aux(epi))
       LT_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld),
              "set AUX_LD");

@@ -47,6 +47,10 @@ struct fh_relu_mask {
 
 fh_status fh_gemm_create(fh_gemm** out);
 void fh_gemm_destroy(fh_gemm* g);
+/* The SM count the next GEMMs of g are planned and launched for (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; 0: the whole
+ * GPU, the default): set around GEMMs that run beside each other on forked streams, so that each takes its share of
+ * the SMs instead of all of them one after another. Part of a plan's key. */
+void fh_gemm_set_sm_target(fh_gemm* g, int sms);
 /* Bytes of workspace each stream should own. */
 size_t fh_gemm_workspace_bytes(void);
 

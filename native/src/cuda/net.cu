@@ -174,6 +174,14 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
+    {
+      const char* hsm = getenv("FH_HEADS_SM");
+      net->heads_sm = hsm && (hsm[0] == '1' || hsm[0] == '2') && !hsm[1] ? hsm[0] - '0' : 0;
+      int dev = 0;
+      if (cudaGetDevice(&dev) != cudaSuccess ||
+          cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        net->n_sm = 0;
+    }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
@@ -399,6 +407,17 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   return FH_OK;
 }
 
+/* With heads_sm >= level: head k's share of the SMs for its GEMMs beside the other heads' (in proportion to its
+ * columns, at least 8), else 0 (the whole GPU). */
+static int head_sms(const fh_net* net, int k, int level) {
+  const fh_layout& L = net->L;
+  if (net->heads_sm < level || net->n_sm <= 0 || L.n_heads < 2) return 0;
+  int total = 0;
+  for (int j = 0; j < L.n_heads; ++j) total += L.out_pad[j];
+  const int sms = (int)(((int64_t)net->n_sm * L.out_pad[k] + total / 2) / total);
+  return sms < 8 ? 8 : sms;
+}
+
 /* The head outputs through cuBLASLt: value on the main stream, branches forked and joined back. */
 static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B) {
   const fh_layout& L = net->L;
@@ -409,8 +428,12 @@ static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, 
   for (int k = 0; k < L.n_heads; ++k) {
     /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
     const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
-    FH_TRY(fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
-                       HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS, P.logits[k], P.ldt, L.out_pad[k]));
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 1));
+    const fh_status st =
+        fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
+                    HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS, P.logits[k], P.ldt, L.out_pad[k]);
+    fh_gemm_set_sm_target(net->gemm, 0);
+    FH_TRY(st);
   }
   for (int k = 1; k < L.n_heads; ++k) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
@@ -486,9 +509,16 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     T* dl = static_cast<T*>(net->dlog[k]);
     const fh_relu_mask mk =
         heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
+    /* each head's GEMMs on its share of the SMs (heads_sm 2), reset before anything else is queued */
+    auto on_share = [&](fh_status st) {
+      fh_gemm_set_sm_target(net->gemm, 0);
+      return st;
+    };
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
     if (late) {
-      FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                        fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
+      FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                                 fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
+                                 mk)));
       if (k > 0) FH_CUDA_TRY(cudaEventRecord(net->dx_ev[k], hs));
     }
     if (merged) {
@@ -497,11 +527,16 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
     }
-    FH_TRY(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                      fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr));
-    if (!late)
-      FH_TRY(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                        fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk));
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
+    FH_TRY(on_share(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                               fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k],
+                               fused ? G + L.bO[k] : nullptr)));
+    if (!late) {
+      fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
+      FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                                 fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
+                                 mk)));
+    }
   }
   for (int k = 1; k < L.n_heads; ++k) {
     cudaEvent_t e = late ? net->dx_ev[k] : P.join[k];

@@ -135,6 +135,11 @@ struct fh_net {
   int dw1_acc_first;            /* FH_DW1_ACC_FIRST=1 (A/B): on head stream 1 the account columns' GEMM runs before the
                                    first layer's bias finish instead of after it, so that it starts beside the market
                                    columns' GEMM; the same bits (the two write disjoint gradients) */
+  int heads_sm;                 /* FH_HEADS_SM (A/B, off by default): 1: the forward's head-output GEMMs, which run on
+                                   forked streams, each planned for its share of the SMs (fh_gemm_set_sm_target, in
+                                   proportion to its columns) so that they run beside each other; 2: also the
+                                   backward's per-head weight and input gradients */
+  int n_sm;                     /* the device's SMs */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */

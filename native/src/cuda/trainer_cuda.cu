@@ -907,6 +907,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
+  if (t->net.heads_sm && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", heads on SM shares %d", t->net.heads_sm);
   if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
   if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
