@@ -55,6 +55,7 @@ struct fh_gemm {
 void fh_gemm_set_sm_target(fh_gemm* g, int sms) {
   if (g) g->sm_target = sms > 0 ? sms : 0;
 }
+int fh_gemm_sm_target(const fh_gemm* g) { return g ? g->sm_target : 0; }
 
 static fh_status lt_fail(cublasStatus_t st, const char* what) {
   snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt %s failed: status %d", what, (int)st);

@@ -51,6 +51,7 @@ void fh_gemm_destroy(fh_gemm* g);
  * GPU, the default): set around GEMMs that run beside each other on forked streams, so that each takes its share of
  * the SMs instead of all of them one after another. Part of a plan's key. */
 void fh_gemm_set_sm_target(fh_gemm* g, int sms);
+int fh_gemm_sm_target(const fh_gemm* g);
 /* Bytes of workspace each stream should own. */
 size_t fh_gemm_workspace_bytes(void);
 

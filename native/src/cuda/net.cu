@@ -407,11 +407,12 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   return FH_OK;
 }
 
-/* With heads_sm >= level: head k's share of the SMs for its GEMMs beside the other heads' (in proportion to its
- * columns, at least 8), else 0 (the whole GPU). */
-static int head_sms(const fh_net* net, int k, int level) {
+/* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
+ * beside the other heads' (in proportion to its columns, at least 8); else the target already set (the trainer's
+ * for the collection, or 0: the whole GPU). */
+static int head_sms(const fh_net* net, int p, int k, int level) {
   const fh_layout& L = net->L;
-  if (net->heads_sm < level || net->n_sm <= 0 || L.n_heads < 2) return 0;
+  if (net->heads_sm < level || p == 1 || net->n_sm <= 0 || L.n_heads < 2) return fh_gemm_sm_target(net->gemm);
   int total = 0;
   for (int j = 0; j < L.n_heads; ++j) total += L.out_pad[j];
   const int sms = (int)(((int64_t)net->n_sm * L.out_pad[k] + total / 2) / total);
@@ -428,11 +429,12 @@ static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, 
   for (int k = 0; k < L.n_heads; ++k) {
     /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
     const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 1));
+    const int prev = fh_gemm_sm_target(net->gemm);
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, (int)(&P - net->pass), k, 1));
     const fh_status st =
         fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
                     HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS, P.logits[k], P.ldt, L.out_pad[k]);
-    fh_gemm_set_sm_target(net->gemm, 0);
+    fh_gemm_set_sm_target(net->gemm, prev);
     FH_TRY(st);
   }
   for (int k = 1; k < L.n_heads; ++k) {
@@ -510,11 +512,12 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     const fh_relu_mask mk =
         heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
     /* each head's GEMMs on its share of the SMs (heads_sm 2), reset before anything else is queued */
+    const int prev = fh_gemm_sm_target(net->gemm);
     auto on_share = [&](fh_status st) {
-      fh_gemm_set_sm_target(net->gemm, 0);
+      fh_gemm_set_sm_target(net->gemm, prev);
       return st;
     };
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
     if (late) {
       FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                                  fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
@@ -527,12 +530,12 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
     }
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
+    fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
     FH_TRY(on_share(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                                fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k],
                                fused ? G + L.bO[k] : nullptr)));
     if (!late) {
-      fh_gemm_set_sm_target(net->gemm, head_sms(net, k, 2));
+      fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
       FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                                  fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
                                  mk)));
