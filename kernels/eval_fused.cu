@@ -648,8 +648,6 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
 
 /* ---------------------------------------------------------------- host */
 
-int fh_eval_fused_cluster_blocks(void) { return EF_C; }
-
 void fh_eval_fused_free(fh_eval_fused* f) {
   if (!f) return;
   if (f->xval) cudaFree(f->xval);

@@ -31,7 +31,7 @@ extern "C" {
 #define FH_API __attribute__((visibility("default")))
 #endif
 
-#define FH_ABI_VERSION 3
+#define FH_ABI_VERSION 4
 #define FH_MAX_BRANCHES 3   /* direction, size, stop */
 #define FH_ACCOUNT_FEATURES 8
 
@@ -177,7 +177,7 @@ typedef struct fh_info {
   char device_uuid[64];
   int64_t device_mem_total;
   int64_t device_mem_free;
-  char engine[160];       /* what a trainer runs, e.g. "cuda bf16, graphs, fused backward epilogues" (trainer_info) */
+  char engine[256];       /* what a trainer runs, e.g. "cuda bf16, graphs, fused backward epilogues" (trainer_info) */
 } fh_info;
 
 typedef struct fh_trainer fh_trainer;

@@ -28,7 +28,7 @@ export type { NativeBackend } from './paths.js';
  * Constants and enums (mirrors of foxhunt.h)
  * ------------------------------------------------------------------------------------------- */
 
-export const FH_ABI_VERSION = 3;
+export const FH_ABI_VERSION = 4;
 export const FH_MAX_BRANCHES = 3;
 export const FH_ACCOUNT_FEATURES = 8;
 
@@ -326,7 +326,7 @@ function declareTypes(): void {
     device_uuid: koffi.array('char', 64, 'String'),
     device_mem_total: 'int64_t',
     device_mem_free: 'int64_t',
-    engine: koffi.array('char', 160, 'String'),
+    engine: koffi.array('char', 256, 'String'),
   });
   koffi.opaque('fh_trainer');
   koffi.opaque('fh_per');

@@ -421,6 +421,26 @@ describe('CUDA orchestration', () => {
     }
   });
 
+  test("the head outputs' GEMMs on SM shares (the default) train like each on the whole GPU (FH_HEADS_SM=0)", () => {
+    // the shares change only which cuBLASLt kernel each head's GEMM runs (planned for fewer SMs), so the sums may
+    // round differently but the training must match closely; the collection's pass keeps the whole GPU
+    const a = threeEpochs({ FH_HEADS_SM: undefined });
+    const b = threeEpochs({ FH_HEADS_SM: '0' });
+    expect(a.engine).toContain('heads on SM shares');
+    expect(b.engine).not.toContain('heads on SM shares');
+    for (let e = 0; e < 3; e++) {
+      const x = a.stats[e];
+      const y = b.stats[e];
+      if (x === undefined || y === undefined) throw new Error('missing epoch');
+      expect(Number.isFinite(x.loss_mean), `epoch ${e + 1}`).toBe(true);
+      expect(Math.abs(x.loss_mean - y.loss_mean), `epoch ${e + 1} loss`).toBeLessThanOrEqual(2e-2 * Math.abs(y.loss_mean));
+      expect(x.host_syncs).toBe(1);
+    }
+    let worst = 0;
+    for (let i = 0; i < a.params.length; i++) worst = Math.max(worst, Math.abs((a.params[i] ?? 0) - (b.params[i] ?? 0)));
+    expect(worst, 'largest parameter difference after 3 epochs').toBeLessThan(5e-2);
+  });
+
   test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {
     const cfg = tinyConfig(['agent.atoms=51']);
     const m = nativeMarket(market(cfg));

@@ -119,8 +119,6 @@ fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s);
 /* Decide and set up the fused evaluation for the online net of `net` (after fh_net_create): want < 0
  * reads FH_EVAL_FUSED (unset or not "0": on), 0 = off, 1 = on. Off in fp32 (deterministic) mode and
  * for shapes the kernel does not take (ev->fused.why says which; not an error). Synchronous. */
-/* Blocks per cluster of the fused evaluation (its EF_C): it holds clusters * this many SMs while it runs. */
-int fh_eval_fused_cluster_blocks(void);
 fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want);
 void fh_eval_fused_free(fh_eval_fused* f);
 /* Steps 0 .. max_steps-1 of the greedy evaluation of net's online weights (after reset): the

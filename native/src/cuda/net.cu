@@ -176,7 +176,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
     {
       const char* hsm = getenv("FH_HEADS_SM");
-      net->heads_sm = hsm && (hsm[0] == '1' || hsm[0] == '2') && !hsm[1] ? hsm[0] - '0' : 0;
+      net->heads_sm = !hsm ? 1 : (hsm[0] == '0' || hsm[0] == '2') && !hsm[1] ? hsm[0] - '0' : 1;
       int dev = 0;
       if (cudaGetDevice(&dev) != cudaSuccess ||
           cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)

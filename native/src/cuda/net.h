@@ -135,10 +135,12 @@ struct fh_net {
   int dw1_acc_first;            /* FH_DW1_ACC_FIRST=1 (A/B): on head stream 1 the account columns' GEMM runs before the
                                    first layer's bias finish instead of after it, so that it starts beside the market
                                    columns' GEMM; the same bits (the two write disjoint gradients) */
-  int heads_sm;                 /* FH_HEADS_SM (A/B, off by default): 1: the forward's head-output GEMMs, which run on
-                                   forked streams, each planned for its share of the SMs (fh_gemm_set_sm_target, in
-                                   proportion to its columns) so that they run beside each other; 2: also the
-                                   backward's per-head weight and input gradients */
+  int heads_sm;                 /* 1 (default; FH_HEADS_SM=0 off): the training passes' head-output GEMMs, which run
+                                   on forked streams, each planned for its share of the SMs (fh_gemm_set_sm_target, in
+                                   proportion to its columns) so that they run beside each other instead of each
+                                   taking every SM in turn (the reference epoch -2.1 ms on an H100, bench/RESULTS.md);
+                                   the collection's pass keeps the whole GPU (its shares slowed it beside the
+                                   evaluation). FH_HEADS_SM=2 (A/B): also the backward's per-head gradients */
   int n_sm;                     /* the device's SMs */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers

@@ -154,9 +154,6 @@ struct fh_trainer {
    * rest idle; the next epoch then starts training at once. ahead_bk keeps what that collection overwrote, so
    * checkpoints read the state as of the epoch's end and entry points that change what it used undo it. */
   bool ahead_on = false;
-  /* FH_COLLECT_SMS (A/B, with collect-ahead; off by default): the collection's GEMMs planned and launched for this many
-   * SMs (fh_gemm_set_sm_target): 1 = those the fused evaluation beside it leaves free, n >= 8: n */
-  int collect_sms = 0;
   bool ahead_valid = false;      /* the device holds the next epoch's collection */
   float ahead_ms = 0.0f;         /* its duration (events), reported as that epoch's collect time */
   fh_collect_backup ahead_bk{};
@@ -249,15 +246,7 @@ static cudaStream_t train_stream(fh_trainer* t) { return t->net.pass[0].s; }
 
 /* T collection steps on the collect stream: observe once, then per step the online forward (N rows,
  * expected Q) and one fused launch (epsilon-greedy + env step + replay row + observe of the new state). */
-static fh_status launch_collect_steps(fh_trainer* t);
 static fh_status launch_collect(fh_trainer* t) {
-  const int prev = fh_gemm_sm_target(t->net.gemm);
-  if (t->collect_sms) fh_gemm_set_sm_target(t->net.gemm, t->collect_sms);
-  const fh_status st = launch_collect_steps(t);
-  fh_gemm_set_sm_target(t->net.gemm, prev);
-  return st;
-}
-static fh_status launch_collect_steps(fh_trainer* t) {
   cudaStream_t s = collect_stream(t);
   const int32_t N = t->cfg.n_envs, D = t->obs_dim;
   void* obs = t->net.pass[1].x;
@@ -639,10 +628,7 @@ static fh_status warm_up(fh_trainer* t) {
     net->pair = false;
     TR_TRY(t, st, "warm-up train shapes (paired layout)");
   }
-  fh_gemm_set_sm_target(net->gemm, t->collect_sms);  /* the collection's plans, tuned for its SMs */
-  const fh_status cst = fh_net_forward(net, 1, 0, t->cfg.n_envs, 1);
-  fh_gemm_set_sm_target(net->gemm, 0);
-  TR_TRY(t, cst, "warm-up collect shapes");
+  TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
   if (t->ev.n_seg > 0) TR_TRY(t, fh_net_forward(net, 1, 0, t->ev.n_seg, 1), "warm-up eval shapes");
   TR_CUDA(t, cudaDeviceSynchronize(), "warm-up");
   return FH_OK;
@@ -742,11 +728,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
 
   t->ahead_on = t->ev.n_seg > 0 && t->ev.fused.on && !fh_env_is("FH_COLLECT_AHEAD", "0");
   if (t->ahead_on) {
-    if (const char* cs = getenv("FH_COLLECT_SMS")) {
-      int v = atoi(cs);
-      if (v == 1) v = t->net.n_sm - t->ev.fused.clusters * fh_eval_fused_cluster_blocks();
-      t->collect_sms = v >= 8 && v < t->net.n_sm ? v : 0;
-    }
     TR_TRY(t, fh_collect_backup_alloc(t->replay, c.episode_len, &t->ahead_bk), "collect-ahead backup allocation");
     int least = 0, greatest = 0;
     TR_CUDA(t, cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priorities");
@@ -927,9 +908,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
   if (t->net.heads_sm && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", heads SM %d", t->net.heads_sm);
-  if (t->collect_sms && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect SM %d", t->collect_sms);
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", heads on SM shares%s",
+                  t->net.heads_sm > 1 ? " (backward too)" : "");
   if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
   if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
