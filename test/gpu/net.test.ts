@@ -421,13 +421,9 @@ describe('CUDA orchestration', () => {
     }
   });
 
-  test("the head outputs' GEMMs on SM shares (the default) train like each on the whole GPU (FH_HEADS_SM=0)", () => {
-    // the shares change only which cuBLASLt kernel each head's GEMM runs (planned for fewer SMs), so the sums may
-    // round differently but the training must match closely; the collection's pass keeps the whole GPU
-    const a = threeEpochs({ FH_HEADS_SM: undefined });
-    const b = threeEpochs({ FH_HEADS_SM: '0' });
-    expect(a.engine).toContain('heads on SM shares');
-    expect(b.engine).not.toContain('heads on SM shares');
+  /** a trained like b up to rounding: GEMMs planned for fewer SMs (cuBLASLt's SM count target) may run other
+   * kernels, whose sums round differently, but the training must match closely. */
+  const expectCloseTraining = (a: ThreeEpochs, b: ThreeEpochs) => {
     for (let e = 0; e < 3; e++) {
       const x = a.stats[e];
       const y = b.stats[e];
@@ -439,6 +435,23 @@ describe('CUDA orchestration', () => {
     let worst = 0;
     for (let i = 0; i < a.params.length; i++) worst = Math.max(worst, Math.abs((a.params[i] ?? 0) - (b.params[i] ?? 0)));
     expect(worst, 'largest parameter difference after 3 epochs').toBeLessThan(5e-2);
+  };
+
+  test("the head outputs' GEMMs on SM shares (the default) train like each on the whole GPU (FH_HEADS_SM=0)", () => {
+    // the collection's pass keeps the whole GPU
+    const a = threeEpochs({ FH_HEADS_SM: undefined });
+    const b = threeEpochs({ FH_HEADS_SM: '0' });
+    expect(a.engine).toContain('heads on SM shares');
+    expect(b.engine).not.toContain('heads on SM shares');
+    expectCloseTraining(a, b);
+  });
+
+  test("the backward's side-stream weight gradients on a share of the SMs (FH_SIDE_SMS) train like on the whole GPU", () => {
+    const a = threeEpochs({ FH_SIDE_SMS: '50' });
+    const b = threeEpochs({ FH_SIDE_SMS: undefined });
+    expect(a.engine).toMatch(/side dW on \d+ SMs/);
+    expect(b.engine).not.toContain('side dW on');
+    expectCloseTraining(a, b);
   });
 
   test('bf16 batches gathered from the bf16 feature copy == converted from fp32, bit for bit', () => {

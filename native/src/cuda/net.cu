@@ -181,6 +181,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       if (cudaGetDevice(&dev) != cudaSuccess ||
           cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         net->n_sm = 0;
+      const char* ss = getenv("FH_SIDE_SMS");
+      const int pct = ss ? atoi(ss) : 0;
+      net->side_sms = pct > 0 && pct < 100 && net->n_sm > 0 ? (net->n_sm * pct + 50) / 100 : 0;
+      if (net->side_sms && net->side_sms < 8) net->side_sms = 8;
     }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
@@ -561,8 +565,18 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const bool dws = net->dw_side && !fused && fs != P.s;
   cudaStream_t dws_s = dws ? fs : P.s;
   void* dws_ws = dws ? P.ws[1] : P.ws[0];
-  FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
-                    heads_masked ? G + L.bH : nullptr));
+  /* a weight gradient on fs, planned for side_sms SMs when set (the target before it restored) */
+  const int sms0 = fh_gemm_sm_target(net->gemm);
+  auto on_side = [&](cudaStream_t st, auto&& gemm) {
+    if (net->side_sms && st != P.s) fh_gemm_set_sm_target(net->gemm, net->side_sms);
+    const fh_status r = gemm();
+    fh_gemm_set_sm_target(net->gemm, sms0);
+    return r;
+  };
+  FH_TRY(on_side(dws_s, [&] {
+    return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
+                      heads_masked ? G + L.bH : nullptr);
+  }));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
                     L.h2, fused ? net->mask2 : none));
   /* trunk layer 2 */
@@ -570,8 +584,10 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
                                               net->colsum_trunk[1], G + L.b2, P.s, fs, net->fin_ev,
                                               rmk ? net->mask2.bits : nullptr, net->mask2.ld));
-  FH_TRY(fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
-                    fused ? G + L.b2 : nullptr));
+  FH_TRY(on_side(dws_s, [&] {
+    return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
+                      fused ? G + L.b2 : nullptr);
+  }));
   FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
                     L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient); with dw1_acc_first its bias finish waits until the account columns' GEMM
@@ -593,8 +609,10 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     const int ldx = pair ? net->pair_l.P : L.D;
     const void* xa = pair ? P.x : fh_byte_ptr(P.x, mk, op);
     const void* xm = pair ? fh_byte_ptr(P.x, net->pair_l.mkt, op) : P.x;
-    FH_TRY(fh_gemm_dw(net->gemm, fs, fs != P.s ? P.ws[1] : P.ws[0], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, xa,
-                      ldx, G + L.W1 + mk, nullptr, L.D));
+    FH_TRY(on_side(fs, [&] {
+      return fh_gemm_dw(net->gemm, fs, fs != P.s ? P.ws[1] : P.ws[0], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, xa,
+                        ldx, G + L.W1 + mk, nullptr, L.D);
+    }));
     if (acc_first) FH_TRY(fh_launch_colsum_finish(net->colsum_trunk[2], chunks1, L.h1, G + L.b1, fs));
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D));
   } else {

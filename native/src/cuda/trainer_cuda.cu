@@ -910,6 +910,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->net.heads_sm && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", heads on SM shares%s",
                   t->net.heads_sm > 1 ? " (backward too)" : "");
+  if (t->net.side_sms && w > 0 && (size_t)w < sizeof out->engine)
+    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", side dW on %d SMs", t->net.side_sms);
   if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
     w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
   if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
