@@ -412,15 +412,25 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
 }
 
 /* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
- * beside the other heads' (in proportion to its columns, at least 8); else the target already set (the trainer's
- * for the collection, or 0: the whole GPU). */
+ * beside the other heads' (in proportion to its columns, at least 8); else 0 (the target already set). */
 static int head_sms(const fh_net* net, int p, int k, int level) {
   const fh_layout& L = net->L;
-  if (net->heads_sm < level || p == 1 || net->n_sm <= 0 || L.n_heads < 2) return fh_gemm_sm_target(net->gemm);
+  if (net->heads_sm < level || p == 1 || net->n_sm <= 0 || L.n_heads < 2) return 0;
   int total = 0;
   for (int j = 0; j < L.n_heads; ++j) total += L.out_pad[j];
   const int sms = (int)(((int64_t)net->n_sm * L.out_pad[k] + total / 2) / total);
   return sms < 8 ? 8 : sms;
+}
+
+/* Queues gemm() with g planned for sms SMs (fh_gemm_set_sm_target; 0: the target already set), then restores the
+ * target. */
+template <typename F>
+static fh_status with_sms(fh_gemm* g, int sms, F&& gemm) {
+  const int prev = fh_gemm_sm_target(g);
+  if (sms > 0) fh_gemm_set_sm_target(g, sms);
+  const fh_status st = gemm();
+  fh_gemm_set_sm_target(g, prev);
+  return st;
 }
 
 /* The head outputs through cuBLASLt: value on the main stream, branches forked and joined back. */
@@ -433,13 +443,11 @@ static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, 
   for (int k = 0; k < L.n_heads; ++k) {
     /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
     const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
-    const int prev = fh_gemm_sm_target(net->gemm);
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, (int)(&P - net->pass), k, 1));
-    const fh_status st =
-        fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh, fh_byte_ptr(P.ah, (int64_t)k * L.hh, op),
-                    HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS, P.logits[k], P.ldt, L.out_pad[k]);
-    fh_gemm_set_sm_target(net->gemm, prev);
-    FH_TRY(st);
+    FH_TRY(with_sms(net->gemm, head_sms(net, (int)(&P - net->pass), k, 1), [&] {
+      return fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh,
+                         fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS,
+                         P.logits[k], P.ldt, L.out_pad[k]);
+    }));
   }
   for (int k = 1; k < L.n_heads; ++k) {
     FH_CUDA_TRY(cudaEventRecord(P.join[k], P.hs[k]));
@@ -515,17 +523,14 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     T* dl = static_cast<T*>(net->dlog[k]);
     const fh_relu_mask mk =
         heads_masked ? fh_relu_mask{static_cast<char*>(net->maskh.bits) + (int64_t)k * L.hh / 8, net->maskh.ld} : none;
-    /* each head's GEMMs on its share of the SMs (heads_sm 2), reset before anything else is queued */
-    const int prev = fh_gemm_sm_target(net->gemm);
-    auto on_share = [&](fh_status st) {
-      fh_gemm_set_sm_target(net->gemm, prev);
-      return st;
+    /* each head's GEMMs on its share of the SMs (heads_sm 2) */
+    const int share = head_sms(net, 0, k, 2);
+    auto dx = [&] {
+      return fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                        fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH, mk);
     };
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
     if (late) {
-      FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                                 fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
-                                 mk)));
+      FH_TRY(with_sms(net->gemm, share, dx));
       if (k > 0) FH_CUDA_TRY(cudaEventRecord(net->dx_ev[k], hs));
     }
     if (merged) {
@@ -534,16 +539,11 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
     }
-    fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
-    FH_TRY(on_share(fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                               fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k],
-                               fused ? G + L.bO[k] : nullptr)));
-    if (!late) {
-      fh_gemm_set_sm_target(net->gemm, head_sms(net, 0, k, 2));
-      FH_TRY(on_share(fh_gemm_dx(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
-                                 fh_byte_ptr(S, L.WO[k], op), fh_byte_ptr(net->dah, (int64_t)k * L.hh, op), op, HH,
-                                 mk)));
-    }
+    FH_TRY(with_sms(net->gemm, share, [&] {
+      return fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
+                        fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr);
+    }));
+    if (!late) FH_TRY(with_sms(net->gemm, share, dx));
   }
   for (int k = 1; k < L.n_heads; ++k) {
     cudaEvent_t e = late ? net->dx_ev[k] : P.join[k];
@@ -565,13 +565,9 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
   const bool dws = net->dw_side && !fused && fs != P.s;
   cudaStream_t dws_s = dws ? fs : P.s;
   void* dws_ws = dws ? P.ws[1] : P.ws[0];
-  /* a weight gradient on fs, planned for side_sms SMs when set (the target before it restored) */
-  const int sms0 = fh_gemm_sm_target(net->gemm);
+  /* a weight gradient on fs, planned for side_sms SMs when set */
   auto on_side = [&](cudaStream_t st, auto&& gemm) {
-    if (net->side_sms && st != P.s) fh_gemm_set_sm_target(net->gemm, net->side_sms);
-    const fh_status r = gemm();
-    fh_gemm_set_sm_target(net->gemm, sms0);
-    return r;
+    return with_sms(net->gemm, st != P.s ? net->side_sms : 0, gemm);
   };
   FH_TRY(on_side(dws_s, [&] {
     return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
