@@ -175,8 +175,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
     {
-      const char* hsm = getenv("FH_HEADS_SM");
-      net->heads_sm = !hsm ? 1 : (hsm[0] == '0' || hsm[0] == '2') && !hsm[1] ? hsm[0] - '0' : 1;
+      net->heads_sm = fh_env_is("FH_HEADS_SM", "0") ? 0 : fh_env_is("FH_HEADS_SM", "2") ? 2 : 1;
       int dev = 0;
       if (cudaGetDevice(&dev) != cudaSuccess ||
           cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
@@ -347,7 +346,7 @@ fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
                                      : fh_launch_expected_q(fh_net_view<float>(net, p), B, q, net->nq, s);
 }
 
-static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B);
+static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const float* M, int32_t B);
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
 static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks) {
@@ -405,7 +404,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
     }
     FH_TRY(fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NT, P.ldt, FH_MMA_BIAS, P.s));
   } else {
-    FH_TRY(net_heads_cublaslt(net, P, S, M, B));
+    FH_TRY(net_heads_cublaslt(net, p, S, M, B));
   }
   if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
   return FH_OK;
@@ -434,7 +433,8 @@ static fh_status with_sms(fh_gemm* g, int sms, F&& gemm) {
 }
 
 /* The head outputs through cuBLASLt: value on the main stream, branches forked and joined back. */
-static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, const float* M, int32_t B) {
+static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const float* M, int32_t B) {
+  fh_net_pass& P = net->pass[p];
   const fh_layout& L = net->L;
   const fh_dtype op = net->op;
   const int HH = L.n_heads * L.hh;
@@ -443,7 +443,7 @@ static fh_status net_heads_cublaslt(fh_net* net, fh_net_pass& P, const void* S, 
   for (int k = 0; k < L.n_heads; ++k) {
     /* bias of the output's dtype: the fp32 master for fp32 logits, the bf16 shadow for bf16 logits */
     const void* bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], P.ldt);
-    FH_TRY(with_sms(net->gemm, head_sms(net, (int)(&P - net->pass), k, 1), [&] {
+    FH_TRY(with_sms(net->gemm, head_sms(net, p, k, 1), [&] {
       return fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh,
                          fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS,
                          P.logits[k], P.ldt, L.out_pad[k]);
