@@ -31,7 +31,10 @@
  *       (ef_commit); FH_EVAL_PRELOAD=0 (read per launch): one thread per row steps after the
  *       expected Q, reading the market from global memory, as before. The same bits either way.
  *
- * with a hardware cluster barrier after each phase (4 per step). Every block keeps the bf16 weight
+ * After each phase (4 per step) a block waits for what the phase pushes into its shared memory: the pushes are
+ * st.async stores that complete bytes on the receiving block's mbarrier of the phase, so a block waits only for its
+ * own inputs and the senders fence nothing (ef_xwait; FH_EVAL_XASYNC=0: generic stores and a hardware cluster
+ * barrier after each phase, as before, for A/B; the same bits). Every block keeps the bf16 weight
  * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
  * evaluation. GEMMs: mma.sync m16n8k16 bf16 -> fp32, the K steps split over the block's 8 warps and
  * the partial tiles summed in a fixed order in shared memory; bias (+ ReLU) in fp32, as the cuBLASLt
@@ -107,6 +110,7 @@ struct ef_layer {
   int32_t relu;
   uint32_t w_off, b_off;  /* shared-memory byte offsets of this block's weight rows and biases */
   uint32_t a_off_sm;      /* ... and of its units' input column offsets (NU ints) */
+  int32_t xbar;           /* the mbarrier its output's pushes complete (EF_BAR_*; P.xa) */
 };
 
 struct ef_params {
@@ -121,6 +125,9 @@ struct ef_params {
   int32_t rpp;            /* P1 rows per pass of the block's threads (0: the row is wider than the block) */
   int32_t ps;             /* partial tile stride (floats) */
   uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
+  uint32_t bar_off;       /* EF_NBAR mbarriers (8 bytes each): the pushes of a2, ah, the logits and the accounts */
+  int32_t xa;             /* this launch: the exchange by st.async + mbarrier (FH_EVAL_XASYNC, default on), else
+                           * generic stores into the other blocks' shared memory + cluster barriers */
   ef_layer L[3];          /* L2, LH, LO */
   int32_t atoms, nb, nq, lot, maxn;
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
@@ -155,6 +162,86 @@ struct ef_spec_area {
 static_assert(FH_MAX_BRANCHES <= 4, "ef_spec_area.act");
 
 __device__ __forceinline__ uint32_t ef_lds32(const fh_bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+/* ---- the exchange between the cluster's blocks (P.xa): every push is an st.async into the destination block's
+ * shared memory that completes bytes on that block's mbarrier of the phase (EF_BAR_*); a block waits only for the
+ * bytes it receives (ef_xwait), with no release fence on the sending side and no cluster-wide barrier. Each
+ * mbarrier completes one phase per step. A block never overwrites data another block has still to read: it pushes
+ * a step's a2, ah or logits only after the accounts of that step arrived from every row's owner, which each sent
+ * only after the logits of the step before arrived from every block, which each sent after reading its a2 and ah
+ * of that step (release on complete_tx, acquire in the wait, so the chain orders them). */
+#define EF_BAR_A2 0
+#define EF_BAR_AH 1
+#define EF_BAR_LOG 2
+#define EF_BAR_ACC 3
+#define EF_NBAR 4
+
+__device__ __forceinline__ uint32_t ef_su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+/* the address of this block's shared-memory address a in block `rank` of the cluster */
+__device__ __forceinline__ uint32_t ef_mapa(uint32_t a, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void ef_mbar_init(uint32_t bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
+}
+/* the phase's one arrival, expecting `bytes` of pushes */
+__device__ __forceinline__ void ef_mbar_arm(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void ef_mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
+/* 16 bytes at this block's shared address `local` into the same place of block k (P.xa: st.async completing on
+ * block k's mbarrier `bar`; else a generic store, ordered by the cluster barrier after the phase) */
+__device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, void* local,
+                                          int k, int bar, uint4 v) {
+  if (P.xa) {
+    const uint32_t dst = ef_mapa(ef_su32(local), k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * bar), k);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(dst),
+                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(mb)
+                 : "memory");
+  } else {
+    *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
+  }
+}
+
+/* Bytes a block receives per phase of mbarrier `bar` (P.xa): 16 rows of every real unit of a2 / ah from the
+ * blocks that own the units; the logits of its owned rows that are segments; 8 bf16 account features of
+ * every tile row that is a segment. */
+__device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int rank, int bar) {
+  if (bar == EF_BAR_A2 || bar == EF_BAR_AH) return (uint32_t)(EF_MT * P.L[bar].U * 16);
+  const int rows = P.S - m * EF_MT < EF_MT ? P.S - m * EF_MT : EF_MT;
+  if (bar == EF_BAR_ACC) return (uint32_t)(rows * 16);
+  int own = 0;
+  for (int o = 0; o < EF_OWN; ++o) own += rank + EF_C * o < rows;
+  return (uint32_t)(own * P.L[2].U * 32);
+}
+
+/* After a phase's pushes: P.xa: wait for this block's bytes of the phase (parity: the phase's, flipped here),
+ * re-arm the mbarrier for the next step and join the block's threads (the partial tiles and the speculative
+ * slots are reused in the next phase); else the cluster barrier. */
+__device__ __forceinline__ void ef_xwait(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, int m, int rank,
+                                         int bar, uint32_t& parity) {
+  if (!P.xa) {
+    cl.sync();
+    return;
+  }
+  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar);
+  ef_mbar_wait(mb, parity);
+  parity ^= 1u;
+  if (threadIdx.x == 0) ef_mbar_arm(mb, ef_bar_bytes(P, m, rank, bar));
+  __syncthreads();
+}
 
 __device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int c) {
   int s = 0;
@@ -325,12 +412,13 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
       h.w = fh_pack_bf16x2(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
 #pragma unroll
-      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = h;
+      for (int k = 0; k < EF_C; ++k) ef_push16(P, cl, sm, local, k, Ly.xbar, h);
     } else if (m * EF_MT + r < P.S) {
       float* local = reinterpret_cast<float*>(sm + Ly.out_off) + (r / EF_C) * Ly.out_s + col;
-      float4* dst = reinterpret_cast<float4*>(cl.map_shared_rank(local, r % EF_C));
-      dst[0] = make_float4(v[0], v[1], v[2], v[3]);
-      dst[1] = make_float4(v[4], v[5], v[6], v[7]);
+      ef_push16(P, cl, sm, local, r % EF_C, Ly.xbar,
+                make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
+      ef_push16(P, cl, sm, local + 4, r % EF_C, Ly.xbar,
+                make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7])));
     }
   }
 }
@@ -493,7 +581,7 @@ __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigne
   const ef_spec& sp = ar->slot[o * P.n_cls + c];
   if (lane < EF_C) {
     fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
-    *reinterpret_cast<uint4*>(cl.map_shared_rank(local, lane)) = sp.acc;
+    ef_push16(P, cl, sm, local, lane, EF_BAR_ACC, sp.acc);
   } else if (stepped && lane < EF_C + NS) {
     fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off) + o;
     reinterpret_cast<uint64_t*>(st)[lane - EF_C] = reinterpret_cast<const uint64_t*>(&sp.s)[lane - EF_C];
@@ -562,7 +650,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       const uint4 v = fh_pack_bf16x8(f);
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
-      for (int k = 0; k < EF_C; ++k) *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
+      for (int k = 0; k < EF_C; ++k) ef_push16(P, cl, sm, local, k, EF_BAR_ACC, v);
     }
   }
 }
@@ -599,13 +687,19 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
       const int r = m * EF_MT + rank + EF_C * threadIdx.x;
       if (r < P.S) st[threadIdx.x] = P.ea.state[r];
     }
+    if (P.xa && threadIdx.x == 0) {
+      for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      for (int b = 0; b < EF_NBAR; ++b) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), ef_bar_bytes(P, m, rank, b));
+    }
   }
   __syncthreads();
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
-  cl.sync(); /* every block of the cluster runs and has zeroed its account tile */
+  cl.sync(); /* every block of the cluster runs, has zeroed its account tile and armed its mbarriers */
+  uint32_t par[EF_NBAR] = {0u, 0u, 0u, 0u}; /* P.xa: the parity of each mbarrier's phase to wait for */
   ef_rows(P, m, rank, -1, sm, cl, nullptr);
-  cl.sync();
+  ef_xwait(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
   long long tp = clock64();
 #define EF_MARK(slot)                  \
   if (prof) {                          \
@@ -622,22 +716,24 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
     ef_layer_tile<false>(P, P.L[0], m, rank, sm, cl);
     EF_MARK(1);
-    cl.sync();
+    ef_xwait(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
     EF_MARK(2);
     ef_layer_tile<false>(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
-    cl.sync();
+    ef_xwait(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
     EF_MARK(4);
     ef_layer_tile<true>(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
-    cl.sync();
+    ef_xwait(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
     EF_MARK(6);
     ef_rows(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
     EF_MARK(7);
-    cl.sync();
+    ef_xwait(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
     EF_MARK(8);
   }
 #undef EF_MARK
+  /* P.xa: every block has received all it waits for; none leaves while another's pushes may still be in flight */
+  if (P.xa) cl.sync();
   if (threadIdx.x < EF_OWN) {
     const int r = m * EF_MT + rank + EF_C * threadIdx.x;
     if (r < P.S) P.ea.state[r] = reinterpret_cast<const fh_env_state*>(sm + P.st_off)[threadIdx.x];
@@ -803,12 +899,17 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   off = ef_align16(off + EF_OWN * (uint32_t)sizeof(fh_env_state));
   P->seg_off = off;
   off = ef_align16(off + EF_MT * 2 * 4);
+  P->bar_off = off;
+  off = ef_align16(off + EF_NBAR * 8);
   for (int l = 0; l < 2; ++l) {
     P->L[l].out_off = P->L[l + 1].in_off;
     P->L[l].out_s = P->L[l + 1].in_s;
   }
   P->L[2].out_off = P->log_off;
   P->L[2].out_s = lot;
+  P->L[0].xbar = EF_BAR_A2;
+  P->L[1].xbar = EF_BAR_AH;
+  P->L[2].xbar = EF_BAR_LOG;
   f->smem = off;
   if ((int)off > smem_max) return ef_off(f, "needs %d bytes of shared memory per block (the device has %d)", (int)off, smem_max);
   /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
@@ -912,6 +1013,8 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.prof = f.prof;
   /* FH_EVAL_PRELOAD=0: the one-thread env step after the expected Q (A/B; the same bits) */
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
+  /* FH_EVAL_XASYNC=0: the pushes as generic stores and a cluster barrier after each phase (A/B; the same bits) */
+  P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
   FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));

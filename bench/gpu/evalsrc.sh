@@ -20,7 +20,7 @@ D=$(mktemp -d); (cd $D && cuobjdump -xelf all "$OLDPWD/native/build/libfoxhunt_c
 cub=$(grep -l eval_fused_kernel $D/*.cubin 2>/dev/null | head -1)
 if [ -n "$cub" ]; then
   nvdisasm -g -c "$cub" >$E/lines.txt 2>$E/nvdisasm.err || tail -3 $E/nvdisasm.err
-  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt eval_fused_kernel | tee $E/summary.txt | head -${LINES_TOP:-90}
+  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt eval_fused_kernel >$E/summary.txt; head -${LINES_TOP:-90} $E/summary.txt
 else
   echo "evalsrc: no cubin with eval_fused_kernel in the library"
 fi

@@ -6,7 +6,7 @@
 # runs is ~1-6 ms, so single runs do not decide), and with GEMM_SHAPES=1 bench/gpu/gemm_shapes.py; logs under
 # $OUT/final. GPU_TESTS narrows the test run to the files it names (default: every test/gpu file); TEST_ENV is exported
 # for the tests only (e.g. switches under test); TESTS_LAST=1 runs the tests after the rounds, with a timeout that
-# ends them DEADLINE (default 560) seconds after the script's start.
+# ends them DEADLINE (default 560) seconds after the script's start. SKIP_BUILD=1: the library built already (by the caller).
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/final; mkdir -p $F
 set -uo pipefail
@@ -25,8 +25,10 @@ run_tests() {
   sed 's/\x1b\[[0-9;]*m//g' $F/test-gpu.log | grep -E "✓ test|×|Test Files|Tests  |FAIL|AssertionError|SUMMARY" | head -40
 }
 
-t0=$(date +%s); FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $F/build.log 2>&1 || { tail -30 $F/build.log; exit 1; }
-echo "build $(( $(date +%s)-t0 )) s"
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  t0=$(date +%s); FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $F/build.log 2>&1 || { tail -30 $F/build.log; exit 1; }
+  echo "build $(( $(date +%s)-t0 )) s"
+fi
 [ "${TESTS_LAST:-0}" = 1 ] || run_tests
 timeout 80 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 > $F/bench-ref.txt 2>$F/bench-ref.err; echo "bench rc $?"; tail -16 $F/bench-ref.txt
 IFS=';' read -ra ab_env <<<"${AB_ENVS:-}"
