@@ -217,7 +217,9 @@ __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group&
 
 /* Bytes a block receives per phase of mbarrier `bar` (P.xa): 16 rows of every real unit of a2 / ah from the
  * blocks that own the units; the logits of its owned rows that are segments; 8 bf16 account features of
- * every tile row that is a segment. */
+ * every tile row that is a segment. Zero (the logits of a block whose owned rows are all past S): the block
+ * neither arms nor waits on that mbarrier, whose phase would otherwise complete as it is armed, while the
+ * block's other threads may still be waiting on the phase before (by parity). */
 __device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int rank, int bar) {
   if (bar == EF_BAR_A2 || bar == EF_BAR_AH) return (uint32_t)(EF_MT * P.L[bar].U * 16);
   const int rows = P.S - m * EF_MT < EF_MT ? P.S - m * EF_MT : EF_MT;
@@ -236,10 +238,12 @@ __device__ __forceinline__ void ef_xwait(const ef_params& P, cg::cluster_group& 
     cl.sync();
     return;
   }
-  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar);
-  ef_mbar_wait(mb, parity);
-  parity ^= 1u;
-  if (threadIdx.x == 0) ef_mbar_arm(mb, ef_bar_bytes(P, m, rank, bar));
+  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar), bytes = ef_bar_bytes(P, m, rank, bar);
+  if (bytes) {
+    ef_mbar_wait(mb, parity);
+    parity ^= 1u;
+    if (threadIdx.x == 0) ef_mbar_arm(mb, bytes);
+  }
   __syncthreads();
 }
 
@@ -690,7 +694,10 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     if (P.xa && threadIdx.x == 0) {
       for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (int b = 0; b < EF_NBAR; ++b) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), ef_bar_bytes(P, m, rank, b));
+      for (int b = 0; b < EF_NBAR; ++b) {
+        const uint32_t bytes = ef_bar_bytes(P, m, rank, b);
+        if (bytes) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), bytes);
+      }
     }
   }
   __syncthreads();

@@ -446,9 +446,9 @@ describe('CUDA orchestration', () => {
     expectCloseTraining(a, b);
   });
 
-  test("the backward's side-stream weight gradients on a share of the SMs (FH_SIDE_SMS) train like on the whole GPU", () => {
-    const a = threeEpochs({ FH_SIDE_SMS: '50' });
-    const b = threeEpochs({ FH_SIDE_SMS: undefined });
+  test("the backward's side-stream weight gradients on a share of the SMs (FH_SIDE_SMS, the default) train like on the whole GPU", () => {
+    const a = threeEpochs({ FH_SIDE_SMS: undefined });
+    const b = threeEpochs({ FH_SIDE_SMS: '0' });
     expect(a.engine).toMatch(/side dW on \d+ SMs/);
     expect(b.engine).not.toContain('side dW on');
     expectCloseTraining(a, b);

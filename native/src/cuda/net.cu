@@ -180,8 +180,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       if (cudaGetDevice(&dev) != cudaSuccess ||
           cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         net->n_sm = 0;
-      const char* ss = getenv("FH_SIDE_SMS");
-      const int pct = ss ? atoi(ss) : 0;
+      /* FH_SIDE_SMS=<percent> (default 50; 0 or 100: the whole GPU) */
+      const int pct = (int)fh_env_int("FH_SIDE_SMS", 0, 100, 50);
       net->side_sms = pct > 0 && pct < 100 && net->n_sm > 0 ? (net->n_sm * pct + 50) / 100 : 0;
       if (net->side_sms && net->side_sms < 8) net->side_sms = 8;
     }

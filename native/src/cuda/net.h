@@ -142,10 +142,11 @@ struct fh_net {
                                    the collection's pass keeps the whole GPU (its shares slowed it beside the
                                    evaluation). FH_HEADS_SM=2 (A/B): also the backward's per-head gradients */
   int n_sm;                     /* the device's SMs */
-  int side_sms;                 /* FH_SIDE_SMS=<percent> (A/B, off; not yet run on a GPU): the backward's weight-gradient
-                                   GEMMs on head stream 1 (head layer, trunk 2, the first layer's account columns),
-                                   which run beside the main stream's input-gradient chain, planned for that share of
-                                   the SMs, so that they leave the chain room; 0: the whole GPU */
+  int side_sms;                 /* FH_SIDE_SMS=<percent> (default 50; 0: off): the backward's weight-gradient GEMMs on
+                                   head stream 1 (head layer, trunk 2, the first layer's account columns), which run
+                                   beside the main stream's input-gradient chain, planned for that share of the SMs, so
+                                   that they leave the chain room (the reference epoch -0.7 to -1.5 ms on an H100,
+                                   bench/RESULTS.md); 0 or 100: the whole GPU */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
