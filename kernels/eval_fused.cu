@@ -201,11 +201,13 @@ __device__ __forceinline__ void ef_mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
 }
 
-/* 16 bytes at this block's shared address `local` into the same place of block k (P.xa: st.async completing on
- * block k's mbarrier `bar`; else a generic store, ordered by the cluster barrier after the phase) */
+/* 16 bytes at this block's shared address `local` into the same place of block k (XA: st.async completing on
+ * block k's mbarrier `bar`; else a generic store, ordered by the cluster barrier after the phase). XA is the kernel's
+ * template argument (P.xa picks the instance at launch), so that neither instance carries the other's code. */
+template <bool XA>
 __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, void* local,
                                           int k, int bar, uint4 v) {
-  if (P.xa) {
+  if (XA) {
     const uint32_t dst = ef_mapa(ef_su32(local), k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * bar), k);
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(dst),
                  "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(mb)
@@ -232,9 +234,10 @@ __device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int 
 /* After a phase's pushes: P.xa: wait for this block's bytes of the phase (parity: the phase's, flipped here),
  * re-arm the mbarrier for the next step and join the block's threads (the partial tiles and the speculative
  * slots are reused in the next phase); else the cluster barrier. */
+template <bool XA>
 __device__ __forceinline__ void ef_xwait(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, int m, int rank,
                                          int bar, uint32_t& parity) {
-  if (!P.xa) {
+  if (!XA) {
     cl.sync();
     return;
   }
@@ -347,7 +350,7 @@ __device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
  * shared memory, into the next layer's tile of every block of the cluster (relu) or into the
  * logits rows of the rows' owners (all threads of the block). NU is a compile-time count; SEG: the
  * units read different input columns (the block-diagonal output layer). */
-template <int NU, bool SEG>
+template <int NU, bool SEG, bool XA>
 __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
                                cg::cluster_group& cl) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -416,25 +419,25 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
       h.w = fh_pack_bf16x2(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
 #pragma unroll
-      for (int k = 0; k < EF_C; ++k) ef_push16(P, cl, sm, local, k, Ly.xbar, h);
+      for (int k = 0; k < EF_C; ++k) ef_push16<XA>(P, cl, sm, local, k, Ly.xbar, h);
     } else if (m * EF_MT + r < P.S) {
       float* local = reinterpret_cast<float*>(sm + Ly.out_off) + (r / EF_C) * Ly.out_s + col;
-      ef_push16(P, cl, sm, local, r % EF_C, Ly.xbar,
+      ef_push16<XA>(P, cl, sm, local, r % EF_C, Ly.xbar,
                 make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
-      ef_push16(P, cl, sm, local + 4, r % EF_C, Ly.xbar,
+      ef_push16<XA>(P, cl, sm, local + 4, r % EF_C, Ly.xbar,
                 make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7])));
     }
   }
 }
 
 /* ef_layer_units with the block's unit count (1 .. EF_MAXU) as a compile-time constant. */
-template <bool SEG>
+template <bool SEG, bool XA>
 __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
                               cg::cluster_group& cl) {
   switch (Ly.NU) {
 #define EF_CASE(n) \
   case n:          \
-    ef_layer_units<n, SEG>(P, Ly, m, rank, sm, cl); \
+    ef_layer_units<n, SEG, XA>(P, Ly, m, rank, sm, cl); \
     break;
     EF_CASE(1) EF_CASE(2) EF_CASE(3) EF_CASE(4) EF_CASE(5) EF_CASE(6)
     EF_CASE(7) EF_CASE(8) EF_CASE(9) EF_CASE(10) EF_CASE(11) EF_CASE(12)
@@ -570,6 +573,7 @@ __device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsi
 /* Phase D's booking with P.spec (after the block barrier): warp o books owned row o's greedy step from
  * its slot: the class of the greedy actions (ef_branch_q's argmax per branch), then lanes copy the state
  * (8-byte words), store the record to bar t+1 and the account features into block `lane`'s tile. */
+template <bool XA>
 __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl) {
   constexpr int NS = (int)sizeof(fh_env_state) / 8, NR = (int)sizeof(fh_eval_rec) / 8;
   static_assert(EF_C + NS + NR <= 32, "one warp copies a slot");
@@ -585,7 +589,7 @@ __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigne
   const ef_spec& sp = ar->slot[o * P.n_cls + c];
   if (lane < EF_C) {
     fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
-    ef_push16(P, cl, sm, local, lane, EF_BAR_ACC, sp.acc);
+    ef_push16<XA>(P, cl, sm, local, lane, EF_BAR_ACC, sp.acc);
   } else if (stepped && lane < EF_C + NS) {
     fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off) + o;
     reinterpret_cast<uint64_t*>(st)[lane - EF_C] = reinterpret_cast<const uint64_t*>(&sp.s)[lane - EF_C];
@@ -598,6 +602,7 @@ __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigne
 /* Phase D for this block's rows of tile m: expected Q, greedy step `step` (step < 0: none, the
  * prologue), and the new account features into every block's account tile. P.spec: the step is
  * ef_speculate's beside the expected Q and ef_commit's copy; else one thread per row steps after it. */
+template <bool XA>
 __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl,
                         long long* prof) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -636,7 +641,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
     if (pb && warp == 0) prof[9] += clock64() - t0;
   }
   if (spec) {
-    ef_commit(P, m, rank, step, sm, cl);
+    ef_commit<XA>(P, m, rank, step, sm, cl);
     return;
   }
   if (lane == 0 && warp < EF_OWN) {
@@ -654,7 +659,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       const uint4 v = fh_pack_bf16x8(f);
       fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + P.acc_off) + j * FH_ENV_ACCOUNT;
 #pragma unroll
-      for (int k = 0; k < EF_C; ++k) ef_push16(P, cl, sm, local, k, EF_BAR_ACC, v);
+      for (int k = 0; k < EF_C; ++k) ef_push16<XA>(P, cl, sm, local, k, EF_BAR_ACC, v);
     }
   }
 }
@@ -662,6 +667,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
 /* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1, 1 = L2, 2 = the
  * barrier after it, 3/4 = LH, 5/6 = LO, 7/8 = expected Q + step, 9 = the expected-Q part of 7 (to the block
  * barrier), 10 = warp 0's own expected-Q task, 11 = the first speculating warp's steps (ef_rows). */
+template <bool XA>
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
   extern __shared__ __align__(16) unsigned char sm[];
   __shared__ long long s_prof[EF_NPROF];
@@ -691,7 +697,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
       const int r = m * EF_MT + rank + EF_C * threadIdx.x;
       if (r < P.S) st[threadIdx.x] = P.ea.state[r];
     }
-    if (P.xa && threadIdx.x == 0) {
+    if (XA && threadIdx.x == 0) {
       for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       for (int b = 0; b < EF_NBAR; ++b) {
@@ -704,9 +710,9 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
   cl.sync(); /* every block of the cluster runs, has zeroed its account tile and armed its mbarriers */
-  uint32_t par[EF_NBAR] = {0u, 0u, 0u, 0u}; /* P.xa: the parity of each mbarrier's phase to wait for */
-  ef_rows(P, m, rank, -1, sm, cl, nullptr);
-  ef_xwait(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
+  uint32_t par[EF_NBAR] = {0u, 0u, 0u, 0u}; /* XA: the parity of each mbarrier's phase to wait for */
+  ef_rows<XA>(P, m, rank, -1, sm, cl, nullptr);
+  ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
   long long tp = clock64();
 #define EF_MARK(slot)                  \
   if (prof) {                          \
@@ -721,26 +727,26 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     __syncthreads();
     EF_MARK(0);
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
-    ef_layer_tile<false>(P, P.L[0], m, rank, sm, cl);
+    ef_layer_tile<false, XA>(P, P.L[0], m, rank, sm, cl);
     EF_MARK(1);
-    ef_xwait(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
     EF_MARK(2);
-    ef_layer_tile<false>(P, P.L[1], m, rank, sm, cl);
+    ef_layer_tile<false, XA>(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
-    ef_xwait(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
     EF_MARK(4);
-    ef_layer_tile<true>(P, P.L[2], m, rank, sm, cl);
+    ef_layer_tile<true, XA>(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
-    ef_xwait(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
     EF_MARK(6);
-    ef_rows(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
+    ef_rows<XA>(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
     EF_MARK(7);
-    ef_xwait(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
     EF_MARK(8);
   }
 #undef EF_MARK
-  /* P.xa: every block has received all it waits for; none leaves while another's pushes may still be in flight */
-  if (P.xa) cl.sync();
+  /* XA: every block has received all it waits for; none leaves while another's pushes may still be in flight */
+  if (XA) cl.sync();
   if (threadIdx.x < EF_OWN) {
     const int r = m * EF_MT + rank + EF_C * threadIdx.x;
     if (r < P.S) P.ea.state[r] = reinterpret_cast<const fh_env_state*>(sm + P.st_off)[threadIdx.x];
@@ -922,22 +928,29 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
    * with all of it beside other work */
   cudaFuncAttributes fa;
-  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel));
+  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<true>));
+  {
+    cudaFuncAttributes fb;
+    FH_CUDA_TRY(cudaFuncGetAttributes(&fb, eval_fused_kernel<false>));
+    if (fb.sharedSizeBytes > fa.sharedSizeBytes) fa.sharedSizeBytes = fb.sharedSizeBytes;
+  }
   const int whole = smem_max - (int)fa.sharedSizeBytes;
   f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
-  FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
-  if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(eval_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  for (auto kern : {eval_fused_kernel<true>, eval_fused_kernel<false>}) {
+    FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
+    if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  }
   if (fa.ptxVersion < 90)
     return ef_off(f, "the kernel was built for compute_%d (clusters need 90 or newer: build with sm_90)", fa.ptxVersion);
   {
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = ef_launch_config(P->n_tiles, off, nullptr, attr);
     int clusters = 0;
-    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel, &cfg));
+    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<true>, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
     const cudaLaunchConfig_t cw = ef_launch_config(P->n_tiles, f->smem_whole, nullptr, attr);
     int whole_clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel, &cw) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<true>, &cw) != cudaSuccess ||
         whole_clusters < 1) {
       cudaGetLastError(); /* not sticky: clear it */
       f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
@@ -1024,6 +1037,7 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
-  FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, eval_fused_kernel, P));
+  FH_CUDA_TRY(P.xa ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true>, P)
+                   : cudaLaunchKernelEx(&cfg, eval_fused_kernel<false>, P));
   return FH_OK;
 }
