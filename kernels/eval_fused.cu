@@ -128,6 +128,8 @@ struct ef_params {
   uint32_t bar_off;       /* EF_NBAR mbarriers (8 bytes each): the pushes of a2, ah, the logits and the accounts */
   int32_t xa;             /* this launch: the exchange by st.async + mbarrier (FH_EVAL_XASYNC, default on), else
                            * generic stores into the other blocks' shared memory + cluster barriers */
+  int32_t ns;             /* this launch, with xa: the head layer and the head outputs split by units over the warps
+                           * (ef_layer_units_ns; opt-in FH_EVAL_NSPLIT=1 until it has run on a GPU) */
   ef_layer L[3];          /* L2, LH, LO */
   int32_t atoms, nb, nq, lot, maxn;
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
@@ -215,6 +217,15 @@ __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group&
   } else {
     *reinterpret_cast<uint4*>(cl.map_shared_rank(local, k)) = v;
   }
+}
+
+/* 8 bytes (two fp32) at this block's shared address `local` into the same place of block k, by st.async */
+__device__ __forceinline__ void ef_push8(const ef_params& P, unsigned char* sm, float* local, int k, int bar, float x,
+                                         float y) {
+  const uint32_t dst = ef_mapa(ef_su32(local), k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * bar), k);
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(dst), "f"(x),
+               "f"(y), "r"(mb)
+               : "memory");
 }
 
 /* Bytes a block receives per phase of mbarrier `bar` (P.xa): 16 rows of every real unit of a2 / ah from the
@@ -446,6 +457,62 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
   }
 }
 
+/* One layer on tile m split by this block's units over the warps instead of by K (NS, with the st.async exchange):
+ * warp w computes units w, w + EF_WARPS, ... over the whole K, the mma accumulating in K order, so there are no
+ * partial tiles, no block barrier and no summing pass; the bias (+ ReLU) is added in registers and the pushes go
+ * straight from the fragments. relu: a quad of lanes gathers each of its two rows' 8 bf16 columns (16 bytes) by
+ * shuffles and its lanes push them to blocks t, t + 4, ...; logits: each lane pushes its two fp32 columns of rows g
+ * and g + 8 (8 bytes) to the row's owner. The same bytes as ef_layer_units, so the same mbarrier counts; the sums run
+ * in another order (the mma's accumulation instead of the warp-ordered partial tiles), so the results agree with it
+ * to float rounding, not bit for bit. */
+template <bool SEG>
+__device__ void ef_layer_units_ns(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  int u0, nu;
+  ef_units(Ly, rank, u0, nu);
+  const fh_bf16* sA = reinterpret_cast<const fh_bf16*>(sm + Ly.in_off);
+  const fh_bf16* sW = reinterpret_cast<const fh_bf16*>(sm + Ly.w_off);
+  const int32_t* sa = reinterpret_cast<const int32_t*>(sm + Ly.a_off_sm);
+  const float* sb = reinterpret_cast<const float*>(sm + Ly.b_off);
+  const int as = Ly.in_s, ws = Ly.ws;
+  for (int u = warp; u < nu; u += EF_WARPS) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const fh_bf16* pa = sA + (SEG ? sa[u] : 0) + 2 * t;
+    const fh_bf16* pb = sW + (u * 8 + g) * ws + 2 * t;
+#pragma unroll 4
+    for (int ks = 0; ks < Ly.ksteps; ++ks) {
+      const int k0 = ks * 16;
+      fh_mma_bf16(acc, ef_lds32(pa + g * as + k0), ef_lds32(pa + (g + 8) * as + k0), ef_lds32(pa + g * as + k0 + 8),
+                  ef_lds32(pa + (g + 8) * as + k0 + 8), ef_lds32(pb + k0), ef_lds32(pb + k0 + 8));
+    }
+    const float b0 = sb[u * 8 + 2 * t], b1 = sb[u * 8 + 2 * t + 1];
+    const float v0 = acc[0] + b0, v1 = acc[1] + b1, v2 = acc[2] + b0, v3 = acc[3] + b1;
+    const int col = (u0 + u) * 8;
+    if (Ly.relu) {
+      const uint32_t lo = fh_pack_bf16x2(fmaxf(v0, 0.0f), fmaxf(v1, 0.0f));
+      const uint32_t hi = fh_pack_bf16x2(fmaxf(v2, 0.0f), fmaxf(v3, 0.0f));
+      uint32_t x[4], y[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        x[j] = __shfl_sync(0xffffffffu, lo, (lane & ~3) | j);
+        y[j] = __shfl_sync(0xffffffffu, hi, (lane & ~3) | j);
+      }
+      const uint4 rg = make_uint4(x[0], x[1], x[2], x[3]), rg8 = make_uint4(y[0], y[1], y[2], y[3]);
+      fh_bf16* out = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + col;
+      cg::cluster_group cl = cg::this_cluster();
+      for (int k = t; k < EF_C; k += 4) {
+        ef_push16<true>(P, cl, sm, out + g * Ly.out_s, k, Ly.xbar, rg);
+        ef_push16<true>(P, cl, sm, out + (g + 8) * Ly.out_s, k, Ly.xbar, rg8);
+      }
+    } else {
+      float* out = reinterpret_cast<float*>(sm + Ly.out_off) + col + 2 * t;
+      if (m * EF_MT + g < P.S) ef_push8(P, sm, out + (g / EF_C) * Ly.out_s, g % EF_C, Ly.xbar, v0, v1);
+      if (m * EF_MT + g + 8 < P.S)
+        ef_push8(P, sm, out + ((g + 8) / EF_C) * Ly.out_s, (g + 8) % EF_C, Ly.xbar, v2, v3);
+    }
+  }
+}
+
 /* fh_eval_greedy's argmax of one branch (lowest index on ties) over the n (>= 1) values it would read
  * back from shared memory: the same comparisons on the same floats. */
 template <int MAXN>
@@ -667,8 +734,9 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
 /* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1, 1 = L2, 2 = the
  * barrier after it, 3/4 = LH, 5/6 = LO, 7/8 = expected Q + step, 9 = the expected-Q part of 7 (to the block
  * barrier), 10 = warp 0's own expected-Q task, 11 = the first speculating warp's steps (ef_rows). */
-template <bool XA>
+template <bool XA, bool NS>
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
+  static_assert(XA || !NS, "the units split pushes by st.async");
   extern __shared__ __align__(16) unsigned char sm[];
   __shared__ long long s_prof[EF_NPROF];
   cg::cluster_group cl = cg::this_cluster();
@@ -731,11 +799,17 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     EF_MARK(1);
     ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
     EF_MARK(2);
-    ef_layer_tile<false, XA>(P, P.L[1], m, rank, sm, cl);
+    if (NS)
+      ef_layer_units_ns<false>(P, P.L[1], m, rank, sm);
+    else
+      ef_layer_tile<false, XA>(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
     ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
     EF_MARK(4);
-    ef_layer_tile<true, XA>(P, P.L[2], m, rank, sm, cl);
+    if (NS)
+      ef_layer_units_ns<true>(P, P.L[2], m, rank, sm);
+    else
+      ef_layer_tile<true, XA>(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
     ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
     EF_MARK(6);
@@ -928,15 +1002,15 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
    * with all of it beside other work */
   cudaFuncAttributes fa;
-  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<true>));
-  {
+  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<true, false>));
+  for (auto kern : {eval_fused_kernel<true, true>, eval_fused_kernel<false, false>}) {
     cudaFuncAttributes fb;
-    FH_CUDA_TRY(cudaFuncGetAttributes(&fb, eval_fused_kernel<false>));
+    FH_CUDA_TRY(cudaFuncGetAttributes(&fb, kern));
     if (fb.sharedSizeBytes > fa.sharedSizeBytes) fa.sharedSizeBytes = fb.sharedSizeBytes;
   }
   const int whole = smem_max - (int)fa.sharedSizeBytes;
   f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
-  for (auto kern : {eval_fused_kernel<true>, eval_fused_kernel<false>}) {
+  for (auto kern : {eval_fused_kernel<true, false>, eval_fused_kernel<true, true>, eval_fused_kernel<false, false>}) {
     FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
     if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
@@ -946,11 +1020,11 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = ef_launch_config(P->n_tiles, off, nullptr, attr);
     int clusters = 0;
-    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<true>, &cfg));
+    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<true, false>, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
     const cudaLaunchConfig_t cw = ef_launch_config(P->n_tiles, f->smem_whole, nullptr, attr);
     int whole_clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<true>, &cw) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<true, false>, &cw) != cudaSuccess ||
         whole_clusters < 1) {
       cudaGetLastError(); /* not sticky: clear it */
       f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
@@ -1035,9 +1109,12 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
   /* FH_EVAL_XASYNC=0: the pushes as generic stores and a cluster barrier after each phase (A/B; the same bits) */
   P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
+  /* FH_EVAL_NSPLIT=1 (with the exchange): the head layer and the head outputs split by units over the warps */
+  P.ns = P.xa && fh_env_is("FH_EVAL_NSPLIT", "1");
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
-  FH_CUDA_TRY(P.xa ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true>, P)
-                   : cudaLaunchKernelEx(&cfg, eval_fused_kernel<false>, P));
+  FH_CUDA_TRY(!P.xa  ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<false, false>, P)
+              : P.ns ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, true>, P)
+                     : cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, false>, P));
   return FH_OK;
 }

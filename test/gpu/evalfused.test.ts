@@ -5,15 +5,24 @@
  * atoms, 128 segments). It checks that the fused path is used and deterministic, that the Q of the
  * first step and of every step up to each segment's first greedy flip agree (rel. L2 < 1e-2), that
  * every flip is a near-tie, that the metrics are identical when nothing flipped, and that the trainer
- * reports the matching path's metrics with FH_EVAL_FUSED=0 and =1.
+ * reports the matching path's metrics with FH_EVAL_FUSED=0 and =1. The check runs once per instance of the
+ * kernel (its exchange between the cluster's blocks, its split of the head layers).
  */
 import { spawnSync } from 'node:child_process';
 import { describe, expect, test } from 'vitest';
 import { BUILD, driver } from './driver.js';
 
 describe('fused evaluation vs the cuBLASLt loop', () => {
-  test('small and reference shapes: every check of native_check evalfused passes', () => {
-    const r = spawnSync(driver(), ['evalfused', BUILD], { encoding: 'utf8', timeout: 300_000, maxBuffer: 64 << 20 });
+  // Each instance of the kernel: the default (the st.async exchange), the stores and cluster barriers
+  // (FH_EVAL_XASYNC=0) and the head layers split by units over the warps (FH_EVAL_NSPLIT=1, opt-in).
+  test.each([
+    ['the default', {}],
+    ['FH_EVAL_XASYNC=0', { FH_EVAL_XASYNC: '0' }],
+    ['FH_EVAL_NSPLIT=1', { FH_EVAL_NSPLIT: '1' }],
+  ])('small and reference shapes, %s: every check of native_check evalfused passes', (_name, extra) => {
+    const r = spawnSync(driver(), ['evalfused', BUILD], {
+      encoding: 'utf8', timeout: 300_000, maxBuffer: 64 << 20, env: { ...process.env, ...extra },
+    });
     const out = `${r.stdout}\n${r.stderr}`;
     const tail = out.slice(-4000);
     expect(out, tail).not.toMatch(/^FAIL/m);
