@@ -3,16 +3,21 @@
 # env assignments of variant i). Each round runs every variant once (`npm run bench -- --config reference --backend
 # cuda --epochs 5 --warmup 2`, into DIR/ab-<i>-<round>.txt) and prints its KEYS lines (e.g. "epoch train eval");
 # then each variant's median, min and max of every key over the rounds (the machine's spread between bench runs is
-# ~1-6 ms, so single runs do not decide).
+# ~1-6 ms, so single runs do not decide). A variant that runs past the 60 s limit is left out of the later rounds.
 ab_rounds() {
-  local d=$1 rounds=$2 keys=$3 r i k t0
+  local d=$1 rounds=$2 keys=$3 r i k t0 rc
+  local -A hung=()
   for r in $(seq 1 "$rounds"); do
     for i in "${!ab_env[@]}"; do
+      if [ -n "${hung[$i]:-}" ]; then continue; fi
       t0=$(date +%s)
       env ${ab_env[$i]} timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 --warmup 2 \
         >"$d/ab-$i-$r.txt" 2>&1
-      echo "round $r ${ab_label[$i]} rc $? ($(( $(date +%s)-t0 )) s): $(grep -E "^(${keys// /|}) ms " "$d/ab-$i-$r.txt" |
+      rc=$?
+      echo "round $r ${ab_label[$i]} rc $rc ($(( $(date +%s)-t0 )) s): $(grep -E "^(${keys// /|}) ms " "$d/ab-$i-$r.txt" |
         tr -s ' ' | tr '\n' ';')"
+      # a variant that ran past the limit (a hang) is left out of the later rounds
+      if [ $rc = 124 ]; then hung[$i]=1; echo "  ${ab_label[$i]} ran past 60 s: left out of the later rounds"; fi
     done
   done
   for i in "${!ab_env[@]}"; do
