@@ -14,11 +14,13 @@ import { BUILD, driver } from './driver.js';
 
 describe('fused evaluation vs the cuBLASLt loop', () => {
   // Each instance of the kernel: the default (the st.async exchange), the stores and cluster barriers
-  // (FH_EVAL_XASYNC=0) and the head layers split by units over the warps (FH_EVAL_NSPLIT=1, opt-in).
+  // (FH_EVAL_XASYNC=0), the head layers split by units over the warps (FH_EVAL_NSPLIT=1, opt-in) and the
+  // unit-major tiles sent by bulk copies (FH_EVAL_XBULK=1, opt-in).
   test.each([
     ['the default', {}],
     ['FH_EVAL_XASYNC=0', { FH_EVAL_XASYNC: '0' }],
     ['FH_EVAL_NSPLIT=1', { FH_EVAL_NSPLIT: '1' }],
+    ['FH_EVAL_XBULK=1', { FH_EVAL_XBULK: '1' }],
   ])('small and reference shapes, %s: every check of native_check evalfused passes', (_name, extra) => {
     const r = spawnSync(driver(), ['evalfused', BUILD], {
       encoding: 'utf8', timeout: 300_000, maxBuffer: 64 << 20, env: { ...process.env, ...extra },
