@@ -4,6 +4,8 @@
 # eval_fused_kernel launch (`native_check profile`: a reference-shaped trainer, its short evaluation); nvdisasm maps
 # the kernel's machine code to source lines (-lineinfo); bench/gpu/sass_lines.py joins the two and prints the stall
 # samples per source line, per function and per stall reason. The raw files are kept gzipped under $OUT/evalsrc.
+# Another instance: its switch in the environment (e.g. FH_EVAL_XBULK=1) and EF_INSTANCE=its mangled name's start
+# (eval_fused_kernelILi2ELb0 for EF_X_BULK).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; E=$OUT/evalsrc; mkdir -p $E
@@ -20,7 +22,7 @@ D=$(mktemp -d); (cd $D && cuobjdump -xelf all "$OLDPWD/native/build/libfoxhunt_c
 cub=$(grep -l eval_fused_kernel $D/*.cubin 2>/dev/null | head -1)
 if [ -n "$cub" ]; then
   nvdisasm -g -c "$cub" >$E/lines.txt 2>$E/nvdisasm.err || tail -3 $E/nvdisasm.err
-  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt eval_fused_kernelILi1ELb0 >$E/summary.txt; head -${LINES_TOP:-90} $E/summary.txt
+  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt ${EF_INSTANCE:-eval_fused_kernelILi1ELb0} >$E/summary.txt; head -${LINES_TOP:-90} $E/summary.txt
 else
   echo "evalsrc: no cubin with eval_fused_kernel in the library"
 fi
