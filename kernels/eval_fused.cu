@@ -33,8 +33,11 @@
  *
  * After each phase (4 per step) a block waits for what the phase pushes into its shared memory: the pushes are
  * st.async stores that complete bytes on the receiving block's mbarrier of the phase, so a block waits only for its
- * own inputs and the senders fence nothing (ef_xwait; FH_EVAL_XASYNC=0: generic stores and a hardware cluster
- * barrier after each phase, as before, for A/B; the same bits). Every block keeps the bf16 weight
+ * own inputs and the senders fence nothing (ef_xwait). The kernel has four instances (its template arguments X and
+ * NS, picked at launch): the default (EF_X_ASYNC); FH_EVAL_XASYNC=0 generic stores and a hardware cluster barrier
+ * after each phase, as before (the same bits); FH_EVAL_XBULK=1 unit-major activation tiles whose chunks go by bulk
+ * copies (EF_X_BULK; the same bits); FH_EVAL_NSPLIT=1 the head layers split by units over the warps
+ * (ef_layer_units_ns; float rounding apart). The last two are opt-in until they have run on a GPU. Every block keeps the bf16 weight
  * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
  * evaluation. GEMMs: mma.sync m16n8k16 bf16 -> fp32, the K steps split over the block's 8 warps and
  * the partial tiles summed in a fixed order in shared memory; bias (+ ReLU) in fp32, as the cuBLASLt
