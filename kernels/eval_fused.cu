@@ -440,6 +440,8 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
     uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma unroll
     for (int u = 0; u < NU; ++u) {
+      /* unit-major (EF_X_BULK) and row-major addressing written apart: the default instance's code stays the
+       * one measured (ef_tidx<false> compiles to other, equivalent address arithmetic) */
       if ((u == 0 || SEG) && X == EF_X_BULK) {
         const int c = aoff[u] + k0;
         a0 = ef_lds32(sA + ef_tidx<true>(g, c, as));

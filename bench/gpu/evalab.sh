@@ -11,14 +11,9 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; E=$OUT/evalab; mkdir -p $E
 export FOXHUNT_COMMIT=${1:?commit}
 OLD=${2:?older eval_fused.cu}
+source bench/gpu/rounds.sh
 L=$(mktemp -d)
-build() {
-  local t0=$(date +%s)
-  FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $E/build-$1.log 2>&1 ||
-    { tail -30 $E/build-$1.log; exit 1; }
-  mkdir -p $L/$1 && cp native/build/libfoxhunt_cpu.so native/build/libfoxhunt_cuda.so $L/$1/
-  echo "build $1: $(( $(date +%s)-t0 )) s"
-}
+build() { ab_build $L/$1 $E/build-$1.log $1; }
 build new
 cp kernels/eval_fused.cu $L/eval_fused.cu.new
 cp "$OLD" kernels/eval_fused.cu

@@ -14,13 +14,7 @@ OUT=${OUT:-$PWD/gpu-out}; F=$OUT/evalc; mkdir -p $F
 export FOXHUNT_COMMIT=${1:-unknown}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 L=$(mktemp -d)
-build() {
-  local t0=$(date +%s)
-  FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > $F/build-c$1.log 2>&1 ||
-    { tail -30 $F/build-c$1.log; exit 1; }
-  mkdir -p $L/c$1 && cp native/build/libfoxhunt_cpu.so native/build/libfoxhunt_cuda.so $L/c$1/
-  echo "build EF_C=$1: $(( $(date +%s)-t0 )) s"
-}
+build() { ab_build $L/c$1 $F/build-c$1.log "EF_C=$1"; }
 build 8
 cp kernels/eval_fused.cu $L/eval_fused.cu.orig
 sed -i 's/^#define EF_C 8$/#define EF_C 16/' kernels/eval_fused.cu

@@ -1,4 +1,7 @@
-# bench/gpu/rounds.sh — sourced by final.sh and evalc.sh: interleaved A/B rounds of the reference bench.
+# bench/gpu/rounds.sh — sourced by final.sh, evalc.sh and evalab.sh: interleaved A/B rounds of the reference bench,
+# and the builds they compare.
+# ab_build DEST LOG LABEL: builds the native libraries (log in LOG) and copies them into DEST, a folder FOXHUNT_NATIVE_DIR
+# can name as a variant; exits on a failed build.
 # ab_rounds DIR ROUNDS "KEYS": the caller sets the arrays ab_label and ab_env (one entry per variant; ab_env[i] is the
 # env assignments of variant i). Each round runs every variant once (`npm run bench -- --config reference --backend
 # cuda --epochs 5 --warmup 2`, into DIR/ab-<i>-<round>.txt) and prints its KEYS lines (e.g. "epoch train eval");
@@ -26,4 +29,12 @@ ab_rounds() {
         '{v[NR]=$1} END {if (NR) printf "%s: %s ms median %.2f (min %.2f, max %.2f, %d runs)\n", n, k, (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2), v[1], v[NR], NR}'
     done
   done
+}
+
+ab_build() {
+  local dest=$1 log=$2 label=$3 t0
+  t0=$(date +%s)
+  FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > "$log" 2>&1 || { tail -30 "$log"; exit 1; }
+  mkdir -p "$dest" && cp native/build/libfoxhunt_cpu.so native/build/libfoxhunt_cuda.so "$dest"/
+  echo "build $label: $(( $(date +%s)-t0 )) s"
 }

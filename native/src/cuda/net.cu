@@ -113,6 +113,14 @@ void fh_net_destroy(fh_net* net) {
   memset(net, 0, sizeof *net);
 }
 
+/* part / whole of the device's n_sm SMs, rounded, at least 8 (a GEMM planned for fewer runs too long); 0 when the
+ * SM count is unknown (the whole GPU) */
+static int sm_share(int n_sm, int64_t part, int64_t whole) {
+  if (n_sm <= 0 || whole <= 0) return 0;
+  const int sms = (int)(((int64_t)n_sm * part + whole / 2) / whole);
+  return sms < 8 ? 8 : sms;
+}
+
 fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int32_t cap) {
   memset(net, 0, sizeof *net);
   if (fh_make_layout(cfg, obs_dim, &net->L) != 0) return FH_ERR_INVALID_CONFIG;
@@ -182,8 +190,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
         net->n_sm = 0;
       /* FH_SIDE_SMS=<percent> (default 50; 0 or 100: the whole GPU) */
       const int pct = (int)fh_env_int("FH_SIDE_SMS", 0, 100, 50);
-      net->side_sms = pct > 0 && pct < 100 && net->n_sm > 0 ? (net->n_sm * pct + 50) / 100 : 0;
-      if (net->side_sms && net->side_sms < 8) net->side_sms = 8;
+      net->side_sms = pct > 0 && pct < 100 ? sm_share(net->n_sm, pct, 100) : 0;
     }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
@@ -414,11 +421,10 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
  * beside the other heads' (in proportion to its columns, at least 8); else 0 (the target already set). */
 static int head_sms(const fh_net* net, int p, int k, int level) {
   const fh_layout& L = net->L;
-  if (net->heads_sm < level || p == 1 || net->n_sm <= 0 || L.n_heads < 2) return 0;
+  if (net->heads_sm < level || p == 1 || L.n_heads < 2) return 0;
   int total = 0;
   for (int j = 0; j < L.n_heads; ++j) total += L.out_pad[j];
-  const int sms = (int)(((int64_t)net->n_sm * L.out_pad[k] + total / 2) / total);
-  return sms < 8 ? 8 : sms;
+  return sm_share(net->n_sm, L.out_pad[k], total);
 }
 
 /* Queues gemm() with g planned for sms SMs (fh_gemm_set_sm_target; 0: the target already set), then restores the
