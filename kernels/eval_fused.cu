@@ -33,11 +33,12 @@
  *
  * After each phase (4 per step) a block waits for what the phase pushes into its shared memory: the pushes are
  * st.async stores that complete bytes on the receiving block's mbarrier of the phase, so a block waits only for its
- * own inputs and the senders fence nothing (ef_xwait). The kernel has four instances (its template arguments X and
- * NS, picked at launch): the default (EF_X_ASYNC); FH_EVAL_XASYNC=0 generic stores and a hardware cluster barrier
- * after each phase, as before (the same bits); FH_EVAL_XBULK=1 unit-major activation tiles whose chunks go by bulk
- * copies (EF_X_BULK; the same bits); FH_EVAL_NSPLIT=1 the head layers split by units over the warps
- * (ef_layer_units_ns; float rounding apart). The last two are opt-in until they have run on a GPU. Every block keeps the bf16 weight
+ * own inputs and the senders fence nothing (ef_xwait). The kernel has four instances (its template arguments XA and
+ * NS, picked at launch): the default, the exchange with the head layer and the head outputs split by units over
+ * the warps (ef_layer_units_ns); FH_EVAL_NSPLIT=2 trunk 2 split by units too (opt-in until it has run on a GPU);
+ * FH_EVAL_NSPLIT=0 those two layers split by K like trunk 2 (ef_layer_units; float rounding apart);
+ * FH_EVAL_XASYNC=0 generic stores and a hardware cluster barrier after each phase, the layers split by K (the same
+ * bits as NSPLIT=0). Every block keeps the bf16 weight
  * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
  * evaluation. GEMMs: mma.sync m16n8k16 bf16 -> fp32, the K steps split over the block's 8 warps and
  * the partial tiles summed in a fixed order in shared memory; bias (+ ReLU) in fp32, as the cuBLASLt
@@ -145,10 +146,8 @@ struct ef_params {
   int8_t cls_a2[EF_MAXCLS];          /* ... and stop choice a2 */
   int8_t cls_of[EF_MAXN * EF_MAXN];  /* (a0 * EF_MAXN + a1): class of (a0, a1, a2 = 0); class = that + a2 */
   uint32_t spec_off;         /* ef_spec_area: aliases the partial tiles (free during phase D) */
-  /* last, so that the default instance's code is the one measured with them absent (bench/RESULTS.md) */
   int32_t ns;                /* this launch, with xa: the head layer and the head outputs split by units over the warps
-                              * (ef_layer_units_ns; opt-in FH_EVAL_NSPLIT=1 until it has run on a GPU) */
-  int32_t bulk;              /* this launch, with xa: EF_X_BULK (opt-in FH_EVAL_XBULK=1 until it has run on a GPU) */
+                              * (ef_layer_units_ns; 1 the default, FH_EVAL_NSPLIT=0 the K split, 2 trunk 2 too) */
 };
 
 /* One speculative step of an owned row: the state after it (and the restart), its record and the
@@ -184,25 +183,6 @@ __device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, 
  * a step's a2, ah or logits only after the accounts of that step arrived from every row's owner, which each sent
  * only after the logits of the step before arrived from every block, which each sent after reading its a2 and ah
  * of that step (release on complete_tx, acquire in the wait, so the chain orders them). */
-/* The kernel's exchange, its template argument X (the launch picks the instance from P.xa and P.bulk):
- *   EF_X_BARRIER  generic stores into the other blocks' shared memory, a cluster barrier after each phase
- *   EF_X_ASYNC    st.async stores completing on the receiver's mbarrier (the default)
- *   EF_X_BULK     as EF_X_ASYNC, but the activation tiles (h1, a2, ah) are unit-major (ef_tidx: each 8-column unit's
- *                 16 rows one 256-byte run, so a block's units of a layer are one contiguous chunk), and trunk 2 and
- *                 the head layer write their chunk into the block's own tile and send it to each other block with
- *                 ONE bulk copy (cp.async.bulk shared::cta -> shared::cluster, completing on that block's mbarrier)
- *                 instead of 16 x NU st.async stores; the logits and the accounts go by st.async. */
-#define EF_X_BARRIER 0
-#define EF_X_ASYNC 1
-#define EF_X_BULK 2
-
-/* Element (r, c) of an activation tile of row stride `stride`: row-major, or unit-major (UM; the A fragments'
- * 32-bit loads stay on 32 distinct banks: word ((c / 8) * 16 + r) * 4 + (c % 8) / 2) */
-template <bool UM>
-__device__ __forceinline__ int ef_tidx(int r, int c, int stride) {
-  return UM ? ((c >> 3) * EF_MT + r) * 8 + (c & 7) : r * stride + c;
-}
-
 #define EF_BAR_A2 0
 #define EF_BAR_AH 1
 #define EF_BAR_LOG 2
@@ -260,17 +240,12 @@ __device__ __forceinline__ void ef_push8(const ef_params& P, unsigned char* sm, 
 }
 
 /* Bytes a block receives per phase of mbarrier `bar` (P.xa): 16 rows of every real unit of a2 / ah from the
- * blocks that own the units (with bulk: but its own); the logits of its owned rows that are segments; 8 bf16 account features of
+ * blocks that own the units; the logits of its owned rows that are segments; 8 bf16 account features of
  * every tile row that is a segment. Zero (the logits of a block whose owned rows are all past S): the block
  * neither arms nor waits on that mbarrier, whose phase would otherwise complete as it is armed, while the
  * block's other threads may still be waiting on the phase before (by parity). */
-__device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int rank, int bar, bool bulk) {
-  if (bar == EF_BAR_A2 || bar == EF_BAR_AH) {
-    /* bulk: the block's own units are written in place, not received */
-    int u0, nu;
-    ef_units(P.L[bar], rank, u0, nu);
-    return (uint32_t)(EF_MT * (P.L[bar].U - (bulk && nu > 0 ? nu : 0)) * 16);
-  }
+__device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int rank, int bar) {
+  if (bar == EF_BAR_A2 || bar == EF_BAR_AH) return (uint32_t)(EF_MT * P.L[bar].U * 16);
   const int rows = P.S - m * EF_MT < EF_MT ? P.S - m * EF_MT : EF_MT;
   if (bar == EF_BAR_ACC) return (uint32_t)(rows * 16);
   int own = 0;
@@ -281,14 +256,14 @@ __device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int 
 /* After a phase's pushes: P.xa: wait for this block's bytes of the phase (parity: the phase's, flipped here),
  * re-arm the mbarrier for the next step and join the block's threads (the partial tiles and the speculative
  * slots are reused in the next phase); else the cluster barrier. */
-template <int X>
+template <bool XA>
 __device__ __forceinline__ void ef_xwait(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, int m, int rank,
                                          int bar, uint32_t& parity) {
-  if (X == EF_X_BARRIER) {
+  if (!XA) {
     cl.sync();
     return;
   }
-  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar), bytes = ef_bar_bytes(P, m, rank, bar, X == EF_X_BULK);
+  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar), bytes = ef_bar_bytes(P, m, rank, bar);
   if (bytes) {
     ef_mbar_wait(mb, parity);
     parity ^= 1u;
@@ -364,8 +339,7 @@ __device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_
   fh_cp_commit();
 }
 
-/* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place); UM: unit-major. */
-template <bool UM>
+/* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place). */
 __device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float* p1 = reinterpret_cast<const float*>(sm + P.p1_off);
@@ -383,41 +357,16 @@ __device__ void ef_build_h1(const ef_params& P, unsigned char* sm) {
     d[2] = p1[(g + 8) * P.p1s + c] + b1[c];
     d[3] = p1[(g + 8) * P.p1s + c + 1] + b1[c + 1];
     fh_mma_bf16_k8(d, a0, a1, ef_lds32(wacc + (u * 8 + g) * 8 + 2 * t));
-    *reinterpret_cast<uint32_t*>(h1 + ef_tidx<UM>(g, c, hs)) = fh_pack_bf16x2(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
-    *reinterpret_cast<uint32_t*>(h1 + ef_tidx<UM>(g + 8, c, hs)) = fh_pack_bf16x2(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
+    *reinterpret_cast<uint32_t*>(h1 + g * hs + c) = fh_pack_bf16x2(fmaxf(d[0], 0.0f), fmaxf(d[1], 0.0f));
+    *reinterpret_cast<uint32_t*>(h1 + (g + 8) * hs + c) = fh_pack_bf16x2(fmaxf(d[2], 0.0f), fmaxf(d[3], 0.0f));
   }
-}
-
-/* EF_X_BULK: this block's units [u0, u0 + nu) of a relu layer, just written into its own unit-major output tile,
- * to every other block of the cluster as one bulk copy each (the same offsets there), completing on that block's
- * mbarrier of the layer. The generic-proxy writes are fenced for the copy engine (async proxy) and joined first;
- * thread k issues the copy to block k. Before the block writes this chunk again (the next step), the issuing
- * threads wait until their copies have read it (ef_bulk_drain). */
-__device__ __forceinline__ void ef_send_chunk(const ef_params& P, const ef_layer& Ly, int rank, int u0, int nu,
-                                              unsigned char* sm) {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  const int k = threadIdx.x;
-  if (nu > 0 && k < EF_C && k != rank) {
-    const uint32_t src = ef_su32(sm + Ly.out_off + (uint32_t)u0 * EF_MT * 8 * 2);
-    const uint32_t dst = ef_mapa(src, k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * Ly.xbar), k);
-    const uint32_t bytes = (uint32_t)nu * EF_MT * 8 * 2;
-    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "r"(src), "r"(bytes), "r"(mb)
-                 : "memory");
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-  }
-}
-/* EF_X_BULK: the bulk copies this thread issued have read their source (before it is written again) */
-__device__ __forceinline__ void ef_bulk_drain() {
-  if (threadIdx.x < EF_C) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 /* One layer on tile m: this block's NU units of every tile row, from the input tile in this block's
  * shared memory, into the next layer's tile of every block of the cluster (relu) or into the
  * logits rows of the rows' owners (all threads of the block). NU is a compile-time count; SEG: the
  * units read different input columns (the block-diagonal output layer). */
-template <int NU, bool SEG, int X>
+template <int NU, bool SEG, bool XA>
 __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
                                cg::cluster_group& cl) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -440,15 +389,7 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
     uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
 #pragma unroll
     for (int u = 0; u < NU; ++u) {
-      /* unit-major (EF_X_BULK) and row-major addressing written apart: the default instance's code stays the
-       * one measured (ef_tidx<false> compiles to other, equivalent address arithmetic) */
-      if ((u == 0 || SEG) && X == EF_X_BULK) {
-        const int c = aoff[u] + k0;
-        a0 = ef_lds32(sA + ef_tidx<true>(g, c, as));
-        a1 = ef_lds32(sA + ef_tidx<true>(g + 8, c, as));
-        a2 = ef_lds32(sA + ef_tidx<true>(g, c + 8, as));
-        a3 = ef_lds32(sA + ef_tidx<true>(g + 8, c + 8, as));
-      } else if (u == 0 || SEG) {
+      if (u == 0 || SEG) {
         const fh_bf16* pa = sA + aoff[u] + k0;
         a0 = ef_lds32(pa + g * as);
         a1 = ef_lds32(pa + (g + 8) * as);
@@ -492,32 +433,27 @@ __device__ void ef_layer_units(const ef_params& P, const ef_layer& Ly, int m, in
       h.y = fh_pack_bf16x2(fmaxf(v[2], 0.0f), fmaxf(v[3], 0.0f));
       h.z = fh_pack_bf16x2(fmaxf(v[4], 0.0f), fmaxf(v[5], 0.0f));
       h.w = fh_pack_bf16x2(fmaxf(v[6], 0.0f), fmaxf(v[7], 0.0f));
-      fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + ef_tidx<X == EF_X_BULK>(r, col, Ly.out_s);
-      if (X == EF_X_BULK) { /* into the block's own tile; ef_send_chunk sends the chunk below */
-        *reinterpret_cast<uint4*>(local) = h;
-      } else {
+      fh_bf16* local = reinterpret_cast<fh_bf16*>(sm + Ly.out_off) + r * Ly.out_s + col;
 #pragma unroll
-        for (int k = 0; k < EF_C; ++k) ef_push16<X != EF_X_BARRIER>(P, cl, sm, local, k, Ly.xbar, h);
-      }
+      for (int k = 0; k < EF_C; ++k) ef_push16<XA>(P, cl, sm, local, k, Ly.xbar, h);
     } else if (m * EF_MT + r < P.S) {
       float* local = reinterpret_cast<float*>(sm + Ly.out_off) + (r / EF_C) * Ly.out_s + col;
-      ef_push16<X != EF_X_BARRIER>(P, cl, sm, local, r % EF_C, Ly.xbar,
+      ef_push16<XA>(P, cl, sm, local, r % EF_C, Ly.xbar,
                 make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3])));
-      ef_push16<X != EF_X_BARRIER>(P, cl, sm, local + 4, r % EF_C, Ly.xbar,
+      ef_push16<XA>(P, cl, sm, local + 4, r % EF_C, Ly.xbar,
                 make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7])));
     }
   }
-  if (X == EF_X_BULK && Ly.relu) ef_send_chunk(P, Ly, rank, u0, nu, sm);
 }
 
 /* ef_layer_units with the block's unit count (1 .. EF_MAXU) as a compile-time constant. */
-template <bool SEG, int X>
+template <bool SEG, bool XA>
 __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm,
                               cg::cluster_group& cl) {
   switch (Ly.NU) {
 #define EF_CASE(n) \
   case n:          \
-    ef_layer_units<n, SEG, X>(P, Ly, m, rank, sm, cl); \
+    ef_layer_units<n, SEG, XA>(P, Ly, m, rank, sm, cl); \
     break;
     EF_CASE(1) EF_CASE(2) EF_CASE(3) EF_CASE(4) EF_CASE(5) EF_CASE(6)
     EF_CASE(7) EF_CASE(8) EF_CASE(9) EF_CASE(10) EF_CASE(11) EF_CASE(12)
@@ -533,10 +469,17 @@ __device__ void ef_layer_tile(const ef_params& P, const ef_layer& Ly, int m, int
  * shuffles and its lanes push them to blocks t, t + 4, ...; logits: each lane pushes its two fp32 columns of rows g
  * and g + 8 (8 bytes) to the row's owner. The same bytes as ef_layer_units, so the same mbarrier counts; the sums run
  * in another order (the mma's accumulation instead of the warp-ordered partial tiles), so the results agree with it
- * to float rounding, not bit for bit. */
-template <bool SEG>
+ * to float rounding, not bit for bit.
+ * KS = 2 (a block with at most EF_WARPS / 2 units, trunk 2 at the reference: 4 units over a K of 512): the units over
+ * warps 0 .. 3 and K's two halves over warps w and w + 4; the second half's fragments go through the partial area
+ * (free here: the speculative slots alias it only in phase D) to warp w, joined by a named barrier of the warps that
+ * have a unit, and warp w adds them to its own and finishes the unit. */
+template <bool SEG, int KS>
 __device__ void ef_layer_units_ns(const ef_params& P, const ef_layer& Ly, int m, int rank, unsigned char* sm) {
+  static_assert(KS == 1 || KS == 2, "K in one part or two halves");
+  constexpr int NW = EF_WARPS / KS; /* warps per part of K */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int half = warp / NW, w = warp % NW;
   int u0, nu;
   ef_units(Ly, rank, u0, nu);
   const fh_bf16* sA = reinterpret_cast<const fh_bf16*>(sm + Ly.in_off);
@@ -544,15 +487,28 @@ __device__ void ef_layer_units_ns(const ef_params& P, const ef_layer& Ly, int m,
   const int32_t* sa = reinterpret_cast<const int32_t*>(sm + Ly.a_off_sm);
   const float* sb = reinterpret_cast<const float*>(sm + Ly.b_off);
   const int as = Ly.in_s, ws = Ly.ws;
-  for (int u = warp; u < nu; u += EF_WARPS) {
+  const int kb = KS == 1 ? 0 : half * (Ly.ksteps / 2), ke = KS == 1 || half ? Ly.ksteps : Ly.ksteps / 2;
+  for (int u = w; u < nu; u += NW) {
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const fh_bf16* pa = sA + (SEG ? sa[u] : 0) + 2 * t;
     const fh_bf16* pb = sW + (u * 8 + g) * ws + 2 * t;
 #pragma unroll 4
-    for (int ks = 0; ks < Ly.ksteps; ++ks) {
+    for (int ks = kb; ks < ke; ++ks) {
       const int k0 = ks * 16;
       fh_mma_bf16(acc, ef_lds32(pa + g * as + k0), ef_lds32(pa + (g + 8) * as + k0), ef_lds32(pa + g * as + k0 + 8),
                   ef_lds32(pa + (g + 8) * as + k0 + 8), ef_lds32(pb + k0), ef_lds32(pb + k0 + 8));
+    }
+    if (KS == 2) {
+      float4* xp = reinterpret_cast<float4*>(sm + P.part_off) + w * 32 + lane;
+      if (half) *xp = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      /* the warps with a unit, both halves (nu <= NW: one unit each, so every one arrives once) */
+      asm volatile("bar.sync 1, %0;" ::"r"(2 * 32 * nu) : "memory");
+      if (half) continue;
+      const float4 x = *xp;
+      acc[0] += x.x;
+      acc[1] += x.y;
+      acc[2] += x.z;
+      acc[3] += x.w;
     }
     const float b0 = sb[u * 8 + 2 * t], b1 = sb[u * 8 + 2 * t + 1];
     const float v0 = acc[0] + b0, v1 = acc[1] + b1, v2 = acc[2] + b0, v3 = acc[3] + b1;
@@ -803,10 +759,9 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
 /* P.prof (tests): block 0's thread 0 adds the cycles of each phase: 0 = P1 wait + h1, 1 = L2, 2 = the
  * barrier after it, 3/4 = LH, 5/6 = LO, 7/8 = expected Q + step, 9 = the expected-Q part of 7 (to the block
  * barrier), 10 = warp 0's own expected-Q task, 11 = the first speculating warp's steps (ef_rows). */
-template <int X, bool NS>
+template <bool XA, int NS>
 static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const __grid_constant__ ef_params P) {
-  static_assert(X == EF_X_ASYNC || !NS, "the units split pushes by st.async, into row-major tiles");
-  constexpr bool XA = X != EF_X_BARRIER;
+  static_assert(XA || NS == 0, "the units split pushes by st.async");
   extern __shared__ __align__(16) unsigned char sm[];
   __shared__ long long s_prof[EF_NPROF];
   cg::cluster_group cl = cg::this_cluster();
@@ -839,7 +794,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
       for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       for (int b = 0; b < EF_NBAR; ++b) {
-        const uint32_t bytes = ef_bar_bytes(P, m, rank, b, X == EF_X_BULK);
+        const uint32_t bytes = ef_bar_bytes(P, m, rank, b);
         if (bytes) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), bytes);
       }
     }
@@ -850,7 +805,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   cl.sync(); /* every block of the cluster runs, has zeroed its account tile and armed its mbarriers */
   uint32_t par[EF_NBAR] = {0u, 0u, 0u, 0u}; /* XA: the parity of each mbarrier's phase to wait for */
   ef_rows<XA>(P, m, rank, -1, sm, cl, nullptr);
-  ef_xwait<X>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
+  ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
   long long tp = clock64();
 #define EF_MARK(slot)                  \
   if (prof) {                          \
@@ -860,38 +815,41 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   }
   for (int step = 0; step < P.max_steps; ++step) {
     fh_cp_wait<0>();
-    if (X == EF_X_BULK) ef_bulk_drain();
     __syncthreads();
-    ef_build_h1<X == EF_X_BULK>(P, sm);
+    ef_build_h1(P, sm);
     __syncthreads();
     EF_MARK(0);
     if (step + 1 < P.max_steps) ef_prefetch_p1(P, m, step + 1, sseg, sm);
-    ef_layer_tile<false, X>(P, P.L[0], m, rank, sm, cl);
+    if (NS == 2 && P.L[0].NU * 2 <= EF_WARPS)
+      ef_layer_units_ns<false, 2>(P, P.L[0], m, rank, sm);
+    else if (NS == 2)
+      ef_layer_units_ns<false, 1>(P, P.L[0], m, rank, sm);
+    else
+      ef_layer_tile<false, XA>(P, P.L[0], m, rank, sm, cl);
     EF_MARK(1);
-    ef_xwait<X>(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_A2, par[EF_BAR_A2]);
     EF_MARK(2);
     if (NS)
-      ef_layer_units_ns<false>(P, P.L[1], m, rank, sm);
+      ef_layer_units_ns<false, 1>(P, P.L[1], m, rank, sm);
     else
-      ef_layer_tile<false, X>(P, P.L[1], m, rank, sm, cl);
+      ef_layer_tile<false, XA>(P, P.L[1], m, rank, sm, cl);
     EF_MARK(3);
-    ef_xwait<X>(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_AH, par[EF_BAR_AH]);
     EF_MARK(4);
     if (NS)
-      ef_layer_units_ns<true>(P, P.L[2], m, rank, sm);
+      ef_layer_units_ns<true, 1>(P, P.L[2], m, rank, sm);
     else
-      ef_layer_tile<true, X>(P, P.L[2], m, rank, sm, cl);
+      ef_layer_tile<true, XA>(P, P.L[2], m, rank, sm, cl);
     EF_MARK(5);
-    ef_xwait<X>(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
     EF_MARK(6);
     ef_rows<XA>(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
     EF_MARK(7);
-    ef_xwait<X>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
+    ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
     EF_MARK(8);
   }
 #undef EF_MARK
   /* XA: every block has received all it waits for; none leaves while another's pushes may still be in flight */
-  if (X == EF_X_BULK) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
   if (XA) cl.sync();
   if (threadIdx.x < EF_OWN) {
     const int r = m * EF_MT + rank + EF_C * threadIdx.x;
@@ -1074,17 +1032,16 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
    * with all of it beside other work */
   cudaFuncAttributes fa;
-  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<EF_X_ASYNC, false>));
-  for (auto kern : {eval_fused_kernel<EF_X_ASYNC, true>, eval_fused_kernel<EF_X_BARRIER, false>,
-                    eval_fused_kernel<EF_X_BULK, false>}) {
+  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<true, 0>));
+  for (auto kern : {eval_fused_kernel<true, 1>, eval_fused_kernel<true, 2>, eval_fused_kernel<false, 0>}) {
     cudaFuncAttributes fb;
     FH_CUDA_TRY(cudaFuncGetAttributes(&fb, kern));
     if (fb.sharedSizeBytes > fa.sharedSizeBytes) fa.sharedSizeBytes = fb.sharedSizeBytes;
   }
   const int whole = smem_max - (int)fa.sharedSizeBytes;
   f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
-  for (auto kern : {eval_fused_kernel<EF_X_ASYNC, false>, eval_fused_kernel<EF_X_ASYNC, true>,
-                    eval_fused_kernel<EF_X_BARRIER, false>, eval_fused_kernel<EF_X_BULK, false>}) {
+  for (auto kern : {eval_fused_kernel<true, 0>, eval_fused_kernel<true, 1>, eval_fused_kernel<true, 2>,
+                    eval_fused_kernel<false, 0>}) {
     FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
     if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
@@ -1094,11 +1051,11 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = ef_launch_config(P->n_tiles, off, nullptr, attr);
     int clusters = 0;
-    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<EF_X_ASYNC, false>, &cfg));
+    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<true, 0>, &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
     const cudaLaunchConfig_t cw = ef_launch_config(P->n_tiles, f->smem_whole, nullptr, attr);
     int whole_clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<EF_X_ASYNC, false>, &cw) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<true, 0>, &cw) != cudaSuccess ||
         whole_clusters < 1) {
       cudaGetLastError(); /* not sticky: clear it */
       f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
@@ -1183,15 +1140,15 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
   /* FH_EVAL_XASYNC=0: the pushes as generic stores and a cluster barrier after each phase (A/B; the same bits) */
   P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
-  /* FH_EVAL_NSPLIT=1 (with the exchange): the head layer and the head outputs split by units over the warps */
-  P.ns = P.xa && fh_env_is("FH_EVAL_NSPLIT", "1");
-  /* FH_EVAL_XBULK=1 (with the exchange, not with the units split): unit-major tiles, bulk copies (EF_X_BULK) */
-  P.bulk = P.xa && !P.ns && fh_env_is("FH_EVAL_XBULK", "1");
+  /* with the exchange, the head layer and the head outputs split by units over the warps; FH_EVAL_NSPLIT=0: by K,
+   * like trunk 2 (A/B; float rounding apart); =2: trunk 2 by units too (its K in two halves; opt-in until it has
+   * run on a GPU) */
+  P.ns = !P.xa ? 0 : fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "2") ? 2 : 1;
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
-  FH_CUDA_TRY(!P.xa    ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<EF_X_BARRIER, false>, P)
-              : P.ns   ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<EF_X_ASYNC, true>, P)
-              : P.bulk ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<EF_X_BULK, false>, P)
-                       : cudaLaunchKernelEx(&cfg, eval_fused_kernel<EF_X_ASYNC, false>, P));
+  FH_CUDA_TRY(!P.xa       ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<false, 0>, P)
+              : P.ns == 2 ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 2>, P)
+              : P.ns == 1 ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 1>, P)
+                          : cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 0>, P));
   return FH_OK;
 }
