@@ -15,7 +15,7 @@
  *
  *   A   h1 = relu(P1[t] + b1 + acc W1acc^T)  every block, its own copy of the 16 x h1 tile (mma.sync
  *       m16n8k8 over the 8 account features, accumulator initialised with P1 + b1; P1's rows of the
- *       step were prefetched with cp.async during the previous step)
+ *       step were prefetched by bulk copies during the previous step)
  *       L2  a2 = relu(h1 W2^T + b2)   this block's 8-column units of a2, stored into EVERY block's
  *                                     a2 tile (st to distributed shared memory)
  *   B   LH  ah = relu(a2 WH^T + bH)   all heads' first layers, (1+nb)*hh columns, same
@@ -34,9 +34,9 @@
  * After each phase (4 per step) a block waits for what the phase pushes into its shared memory: the pushes are
  * st.async stores that complete bytes on the receiving block's mbarrier of the phase, so a block waits only for its
  * own inputs and the senders fence nothing (ef_xwait). The kernel has four instances (its template arguments XA and
- * NS, picked at launch): the default, the exchange with the head layer and the head outputs split by units over
- * the warps (ef_layer_units_ns); FH_EVAL_NSPLIT=2 trunk 2 split by units too (opt-in until it has run on a GPU);
- * FH_EVAL_NSPLIT=0 those two layers split by K like trunk 2 (ef_layer_units; float rounding apart);
+ * NS, picked at launch): the default, the exchange with trunk 2, the head layer and the head outputs split by units
+ * over the warps (ef_layer_units_ns); FH_EVAL_NSPLIT=1 trunk 2 split by K (ef_layer_units); FH_EVAL_NSPLIT=0 all
+ * three split by K (float rounding apart);
  * FH_EVAL_XASYNC=0 generic stores and a hardware cluster barrier after each phase, the layers split by K (the same
  * bits as NSPLIT=0). Every block keeps the bf16 weight
  * rows of its units of the three layers (and W1's account columns) in shared memory for the whole
@@ -126,10 +126,9 @@ struct ef_params {
   const fh_bf16* w1;      /* (h1, D) bf16 shadow */
   const fh_bf16* b1;      /* (h1) bf16 shadow */
   int32_t p1s;            /* P1 tile stride (floats) */
-  int32_t rpp;            /* P1 rows per pass of the block's threads (0: the row is wider than the block) */
   int32_t ps;             /* partial tile stride (floats) */
   uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
-  uint32_t bar_off;       /* EF_NBAR mbarriers (8 bytes each): the pushes of a2, ah, the logits and the accounts */
+  uint32_t bar_off;       /* EF_NBAR mbarriers (8 bytes each): the pushes of a2, ah, the logits and the accounts; P1 */
   int32_t xa;             /* this launch: the exchange by st.async + mbarrier (FH_EVAL_XASYNC, default on), else
                            * generic stores into the other blocks' shared memory + cluster barriers */
   ef_layer L[3];          /* L2, LH, LO */
@@ -147,7 +146,7 @@ struct ef_params {
   int8_t cls_of[EF_MAXN * EF_MAXN];  /* (a0 * EF_MAXN + a1): class of (a0, a1, a2 = 0); class = that + a2 */
   uint32_t spec_off;         /* ef_spec_area: aliases the partial tiles (free during phase D) */
   int32_t ns;                /* this launch, with xa: the head layer and the head outputs split by units over the warps
-                              * (ef_layer_units_ns; 1 the default, FH_EVAL_NSPLIT=0 the K split, 2 trunk 2 too) */
+                              * (ef_layer_units_ns); 2 (the default): trunk 2 too; FH_EVAL_NSPLIT=0: none */
 };
 
 /* One speculative step of an owned row: the state after it (and the restart), its record and the
@@ -187,7 +186,9 @@ __device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, 
 #define EF_BAR_AH 1
 #define EF_BAR_LOG 2
 #define EF_BAR_ACC 3
-#define EF_NBAR 4
+#define EF_NXBAR 4 /* the exchange's */
+#define EF_BAR_P1 4 /* the P1 rows' bulk copies (every instance) */
+#define EF_NBAR 5
 
 __device__ __forceinline__ uint32_t ef_su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 /* the address of this block's shared-memory address a in block `rank` of the cluster */
@@ -315,28 +316,30 @@ __device__ __forceinline__ int64_t ef_cursor(const int32_t* sseg, int j, int ste
   return (int64_t)b + (step < len - 1 ? step : len - 1);
 }
 
-/* Issue the cp.async loads of tile m's P1 rows of step `step` (zeros past S): P.rpp rows per pass of
- * the block, each thread one 16-byte column chunk c (P.rpp = 0: h1 too wide, column loops). */
-__device__ __forceinline__ void ef_p1_chunk(const ef_params& P, int m, int step, const int32_t* sseg, float* dst, int j,
-                                            int c) {
-  const bool valid = m * EF_MT + j < P.S;
-  const float* src = P.p1;
-  if (valid) src += (ef_cursor(sseg, j, step) - P.ea.val_begin) * (int64_t)P.h1 + c;
-  fh_cp16(dst + j * P.p1s + c, src, valid);
+/* Tile m's P1 rows of step `step`, those that are segments: one bulk copy (cp.async.bulk, the copy engine) of a whole
+ * row each, from lanes 0 .. 15 of warp 0, completing on the P1 mbarrier, which lane 0 arms first with their bytes
+ * (rows past S keep the zeros of the kernel's start). The step's wait is ef_p1_wait's. Issued once every thread has
+ * read the tile's rows of the step before (the block barrier after ef_build_h1). */
+__device__ __forceinline__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_t* sseg,
+                                               unsigned char* sm) {
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x, rows = P.S - m * EF_MT < EF_MT ? P.S - m * EF_MT : EF_MT;
+  const uint32_t bytes = (uint32_t)P.h1 * 4, mb = ef_su32(sm + P.bar_off + 8 * EF_BAR_P1);
+  if (lane == 0) ef_mbar_arm(mb, bytes * (uint32_t)rows);
+  __syncwarp();
+  if (lane < rows) {
+    const float* src = P.p1 + (ef_cursor(sseg, lane, step) - P.ea.val_begin) * (int64_t)P.h1;
+    const uint32_t dst = ef_su32(sm + P.p1_off + (uint32_t)(lane * P.p1s) * 4);
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(bytes), "r"(mb)
+                 : "memory");
+  }
 }
 
-__device__ void ef_prefetch_p1(const ef_params& P, int m, int step, const int32_t* sseg, unsigned char* sm) {
-  float* dst = reinterpret_cast<float*>(sm + P.p1_off);
-  const int c4 = P.h1 / 4;
-  if (P.rpp > 0) {
-    const int j0 = threadIdx.x / c4, c = (threadIdx.x - j0 * c4) * 4;
-    if (j0 < P.rpp)
-      for (int j = j0; j < EF_MT; j += P.rpp) ef_p1_chunk(P, m, step, sseg, dst, j, c);
-  } else {
-    for (int j = 0; j < EF_MT; ++j)
-      for (int c = threadIdx.x; c < c4; c += EF_THREADS) ef_p1_chunk(P, m, step, sseg, dst, j, 4 * c);
-  }
-  fh_cp_commit();
+/* Every thread: the P1 rows of this step have landed (the parity of the step's phase, flipped here). */
+__device__ __forceinline__ void ef_p1_wait(const ef_params& P, unsigned char* sm, uint32_t& parity) {
+  ef_mbar_wait(ef_su32(sm + P.bar_off + 8 * EF_BAR_P1), parity);
+  parity ^= 1u;
 }
 
 /* Phase A's first half: the 16 x h1 tile of layer 1 (all threads; P1 landed, accounts in place). */
@@ -785,15 +788,18 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     }
     fh_bf16* acc = reinterpret_cast<fh_bf16*>(sm + P.acc_off);
     for (int i = threadIdx.x; i < EF_MT * FH_ENV_ACCOUNT; i += EF_THREADS) acc[i] = __float2bfloat16_rn(0.0f);
+    float* p1 = reinterpret_cast<float*>(sm + P.p1_off);
+    for (int i = threadIdx.x; i < EF_MT * P.p1s; i += EF_THREADS) p1[i] = 0.0f;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* the zeros before the bulk copies' writes */
     fh_env_state* st = reinterpret_cast<fh_env_state*>(sm + P.st_off);
     if (threadIdx.x < EF_OWN) {
       const int r = m * EF_MT + rank + EF_C * threadIdx.x;
       if (r < P.S) st[threadIdx.x] = P.ea.state[r];
     }
-    if (XA && threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
       for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      for (int b = 0; b < EF_NBAR; ++b) {
+      for (int b = 0; b < (XA ? EF_NXBAR : 0); ++b) {
         const uint32_t bytes = ef_bar_bytes(P, m, rank, b);
         if (bytes) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), bytes);
       }
@@ -803,7 +809,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
   cl.sync(); /* every block of the cluster runs, has zeroed its account tile and armed its mbarriers */
-  uint32_t par[EF_NBAR] = {0u, 0u, 0u, 0u}; /* XA: the parity of each mbarrier's phase to wait for */
+  uint32_t par[EF_NBAR] = {}; /* the parity of each mbarrier's phase to wait for (the exchange's: XA) */
   ef_rows<XA>(P, m, rank, -1, sm, cl, nullptr);
   ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
   long long tp = clock64();
@@ -814,8 +820,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    fh_cp_wait<0>();
-    __syncthreads();
+    ef_p1_wait(P, sm, par[EF_BAR_P1]);
     ef_build_h1(P, sm);
     __syncthreads();
     EF_MARK(0);
@@ -991,7 +996,6 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   P->b1_off = off;
   off = ef_align16(off + (uint32_t)(L.h1 * 4));
   P->p1s = L.h1 + 8;
-  P->rpp = L.h1 / 4 <= EF_THREADS ? EF_THREADS / (L.h1 / 4) : 0;
   P->p1_off = off;
   off = ef_align16(off + (uint32_t)(EF_MT * P->p1s * 4));
   const int in_w[3] = {L.h1, L.h2, HH};
@@ -1140,10 +1144,9 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
   /* FH_EVAL_XASYNC=0: the pushes as generic stores and a cluster barrier after each phase (A/B; the same bits) */
   P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
-  /* with the exchange, the head layer and the head outputs split by units over the warps; FH_EVAL_NSPLIT=0: by K,
-   * like trunk 2 (A/B; float rounding apart); =2: trunk 2 by units too (its K in two halves; opt-in until it has
-   * run on a GPU) */
-  P.ns = !P.xa ? 0 : fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "2") ? 2 : 1;
+  /* with the exchange, trunk 2, the head layer and the head outputs split by units over the warps (trunk 2's K in
+   * two halves); FH_EVAL_NSPLIT=1: trunk 2 by K; =0: all three by K (A/B; float rounding apart) */
+  P.ns = !P.xa ? 0 : fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "1") ? 1 : 2;
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
   FH_CUDA_TRY(!P.xa       ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<false, 0>, P)

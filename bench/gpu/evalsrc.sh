@@ -17,12 +17,12 @@ echo "ncu rc $? ($(( $(date +%s)-t0 )) s)"; grep -E '==PROF==|==ERROR==|profile 
 ncu -i $E/ef.ncu-rep --page source --csv --print-source sass >$E/sass.csv 2>$E/sass.err || tail -3 $E/sass.err
 ncu -i $E/ef.ncu-rep --page details >$E/details.txt 2>&1
 grep -E 'Duration|Executed Instructions  |Issue Slots Busy|Registers Per|Warp Cycles Per Issued|No Eligible' $E/details.txt | head
-# the kernel's machine code with its source lines (the default instance, eval_fused_kernel<true, 1>), from the library's embedded cubins
+# the kernel's machine code with its source lines (the default instance, eval_fused_kernel<true, 2>), from the library's embedded cubins
 D=$(mktemp -d); (cd $D && cuobjdump -xelf all "$OLDPWD/native/build/libfoxhunt_cuda.so" >/dev/null 2>&1)
 cub=$(grep -l eval_fused_kernel $D/*.cubin 2>/dev/null | head -1)
 if [ -n "$cub" ]; then
   nvdisasm -g -c "$cub" >$E/lines.txt 2>$E/nvdisasm.err || tail -3 $E/nvdisasm.err
-  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt ${EF_INSTANCE:-eval_fused_kernelILb1ELi1} >$E/summary.txt; head -${LINES_TOP:-90} $E/summary.txt
+  python3 bench/gpu/sass_lines.py $E/sass.csv $E/lines.txt ${EF_INSTANCE:-eval_fused_kernelILb1ELi2} >$E/summary.txt; head -${LINES_TOP:-90} $E/summary.txt
 else
   echo "evalsrc: no cubin with eval_fused_kernel in the library"
 fi

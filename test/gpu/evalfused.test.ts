@@ -13,13 +13,13 @@ import { describe, expect, test } from 'vitest';
 import { BUILD, driver } from './driver.js';
 
 describe('fused evaluation vs the cuBLASLt loop', () => {
-  // Each instance of the kernel: the default (the st.async exchange, the head layers split by units over the
-  // warps), trunk 2 split by units too (FH_EVAL_NSPLIT=2), the head layers split by K (FH_EVAL_NSPLIT=0) and the
-  // stores and cluster barriers (FH_EVAL_XASYNC=0).
+  // Each instance of the kernel: the default (the st.async exchange, the layers split by units over the warps),
+  // trunk 2 split by K (FH_EVAL_NSPLIT=1), every layer split by K (FH_EVAL_NSPLIT=0) and the stores and cluster
+  // barriers (FH_EVAL_XASYNC=0).
   test.each([
     ['the default', {}],
     ['FH_EVAL_XASYNC=0', { FH_EVAL_XASYNC: '0' }],
-    ['FH_EVAL_NSPLIT=2', { FH_EVAL_NSPLIT: '2' }],
+    ['FH_EVAL_NSPLIT=1', { FH_EVAL_NSPLIT: '1' }],
     ['FH_EVAL_NSPLIT=0', { FH_EVAL_NSPLIT: '0' }],
   ])('small and reference shapes, %s: every check of native_check evalfused passes', (_name, extra) => {
     const r = spawnSync(driver(), ['evalfused', BUILD], {
