@@ -630,69 +630,15 @@ __device__ __forceinline__ void ef_branch_q(const float* vrow, const float* arow
   }
 }
 
-/* ef_branch_q for a branch of n <= 4 actions with 2 .. 64 atoms, the actions side by side over the warp's lanes:
- * lane 8a + i holds atoms i, i + 8, ... of action a, so that each reduction is 3 shuffle levels within the lane's
- * group of 8 instead of 5 over the warp, and a lane reduces its own 8 atoms first (the same x as ef_branch_q, the
- * sums in another order: float rounding apart). The greedy action by ef_argmax's comparisons, from lane 0. */
-__device__ __forceinline__ void ef_branch_q4(const float* vrow, const float* arow, int n, int atoms, float v_min,
-                                             float v_max, int lane, float* q, float* q_log, int32_t* amax) {
-  const int a = lane >> 3, i0 = lane & 7;
-  const bool on = a < n;
-  float x[8], mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int j = i0 + 8 * i;
-    x[i] = -INFINITY;
-    if (j < atoms) {
-      float mean = 0.0f;
-#pragma unroll
-      for (int b = 0; b < 4; ++b)
-        if (b < n) mean += arow[b * atoms + j];
-      mean /= (float)n; /* as fh_dueling_combine */
-      if (on) x[i] = vrow[j] + arow[a * atoms + j] - mean;
-    }
-    mx = fmaxf(mx, x[i]);
-  }
-#pragma unroll
-  for (int o = 4; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  const float dz = (v_max - v_min) / (float)(atoms - 1); /* fh_c51_support's */
-  float se = 0.0f, sa = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int j = i0 + 8 * i;
-    if (on && j < atoms) {
-      const float e = __expf(x[i] - mx);
-      se += e;
-      sa = __fmaf_rn(e, v_min + (float)j * dz, sa);
-    }
-  }
-#pragma unroll
-  for (int o = 4; o > 0; o >>= 1) {
-    se += __shfl_xor_sync(0xffffffffu, se, o);
-    sa += __shfl_xor_sync(0xffffffffu, sa, o);
-  }
-  const float qa = on ? __fdividef(sa, se) : 0.0f;
-  float qv[4];
-#pragma unroll
-  for (int b = 0; b < 4; ++b) qv[b] = __shfl_sync(0xffffffffu, qa, 8 * b);
-  if (i0 == 0 && on) {
-    q[a] = qa;
-    if (q_log) q_log[a] = qa;
-  }
-  if (lane == 0 && amax) *amax = ef_argmax<4>(qv, n);
-}
-
 /* The speculative env step (P.spec), beside the expected Q: warp EF_OWN * nb + o (idle otherwise: the
  * expected Q has EF_OWN * nb warp tasks) steps owned row o from its state with every class c of actions,
  * lane c: the step depends on the action only through (target, a2), so the classes are the distinct
  * targets of (a0, a1) times the n_stop stop choices (9 at the reference). The lanes share one round of
- * loads of bars t and t+1 (fh_eval_bars, issued at the step's start by ef_spec_bars, so that they land while the
- * layers run) instead of the step's chain of dependent global loads, run
+ * loads of bars t and t+1 (fh_eval_bars) instead of the step's chain of dependent global loads, run
  * fh_eval_step_one's arithmetic (fh_eval_step_rec) and the account features, and leave state, record
  * and packed account in slot c; nothing global is written (ef_commit books the greedy class). A row that
  * does not step this time (its segment has ended) gets the account of its unchanged state in slot 0. */
-__device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsigned char* sm,
-                             const fh_eval_bars& bars) {
+__device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsigned char* sm) {
   const int lane = threadIdx.x & 31, o = (threadIdx.x >> 5) - EF_OWN * P.nb;
   if (o < 0 || o >= EF_OWN) return;
   const int j = rank + EF_C * o;
@@ -703,6 +649,7 @@ __device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsi
   ef_spec* slot = reinterpret_cast<ef_spec_area*>(sm + P.spec_off)->slot + o * P.n_cls;
   float f[FH_ENV_ACCOUNT];
   if (step < sseg[2 * j + 1] - 1) {
+    const fh_eval_bars bars = fh_eval_load_bars(a.m, s0.t);
     if (lane < P.n_cls) {
       fh_env_state s = s0;
       fh_eval_rec rec;
@@ -716,18 +663,6 @@ __device__ void ef_speculate(const ef_params& P, int m, int rank, int step, unsi
     fh_env_account(a.m, a.p, s0, f);
     slot[0].acc = fh_pack_bf16x8(f);
   }
-}
-
-/* At the start of step `step` (the owned rows' states are those after the step before): the speculating warp of
- * owned row o loads the row's bars t and t + 1 into registers, for ef_speculate in phase D; the loads land while
- * the layers run. Other warps, rows that do not step and launches without P.spec load nothing. */
-__device__ __forceinline__ void ef_spec_bars(const ef_params& P, int m, int rank, int step, const unsigned char* sm,
-                                             fh_eval_bars& bars) {
-  const int o = (int)(threadIdx.x >> 5) - EF_OWN * P.nb, j = rank + EF_C * o;
-  if (!P.spec || o < 0 || o >= EF_OWN || m * EF_MT + j >= P.S) return;
-  const int32_t* sseg = reinterpret_cast<const int32_t*>(sm + P.seg_off);
-  if (step < sseg[2 * j + 1] - 1)
-    bars = fh_eval_load_bars(P.ea.m, reinterpret_cast<const fh_env_state*>(sm + P.st_off)[o].t);
 }
 
 /* Phase D's booking with P.spec (after the block barrier): warp o books owned row o's greedy step from
@@ -764,7 +699,7 @@ __device__ void ef_commit(const ef_params& P, int m, int rank, int step, unsigne
  * ef_speculate's beside the expected Q and ef_commit's copy; else one thread per row steps after it. */
 template <bool XA>
 __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned char* sm, cg::cluster_group& cl,
-                        long long* prof, const fh_eval_bars& bars) {
+                        long long* prof) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const fh_eval_args& a = P.ea;
   const float* logits = reinterpret_cast<const float*>(sm + P.log_off);
@@ -785,9 +720,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
       const int q0 = P.qa.q_off[d];
       float* ql = P.q_log ? P.q_log + ((int64_t)step * P.S + r) * P.nq + q0 : nullptr;
       int32_t* amax = spec ? &ar->act[o][d] : nullptr;
-      if (P.maxn <= 4 && P.atoms > 1 && P.atoms <= 64)
-        ef_branch_q4(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql, amax);
-      else if (P.maxn <= 4)
+      if (P.maxn <= 4)
         ef_branch_q<4>(srow, srow + P.abase[d], P.n[d], P.atoms, P.v_min, P.v_max, lane, sq + o * EF_MAXQ + q0, ql,
                        amax);
       else
@@ -796,7 +729,7 @@ __device__ void ef_rows(const ef_params& P, int m, int rank, int step, unsigned 
     }
     if (pb && warp == 0) prof[10] += clock64() - t0;
     if (spec) {
-      ef_speculate(P, m, rank, step, sm, bars);
+      ef_speculate(P, m, rank, step, sm);
       if (pb && warp == EF_OWN * P.nb) prof[11] += clock64() - t0;
     }
     __syncthreads();
@@ -877,8 +810,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
   if (P.max_steps > 0) ef_prefetch_p1(P, m, 0, sseg, sm);
   cl.sync(); /* every block of the cluster runs, has zeroed its account tile and armed its mbarriers */
   uint32_t par[EF_NBAR] = {}; /* the parity of each mbarrier's phase to wait for (the exchange's: XA) */
-  fh_eval_bars bars{}; /* the speculating warps': their row's bars of the step (ef_spec_bars) */
-  ef_rows<XA>(P, m, rank, -1, sm, cl, nullptr, bars);
+  ef_rows<XA>(P, m, rank, -1, sm, cl, nullptr);
   ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
   long long tp = clock64();
 #define EF_MARK(slot)                  \
@@ -888,7 +820,6 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     tp = now_;                         \
   }
   for (int step = 0; step < P.max_steps; ++step) {
-    ef_spec_bars(P, m, rank, step, sm, bars);
     ef_p1_wait(P, sm, par[EF_BAR_P1]);
     ef_build_h1(P, sm);
     __syncthreads();
@@ -917,7 +848,7 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
     EF_MARK(5);
     ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_LOG, par[EF_BAR_LOG]);
     EF_MARK(6);
-    ef_rows<XA>(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr, bars);
+    ef_rows<XA>(P, m, rank, step, sm, cl, P.prof ? s_prof : nullptr);
     EF_MARK(7);
     ef_xwait<XA>(P, cl, sm, m, rank, EF_BAR_ACC, par[EF_BAR_ACC]);
     EF_MARK(8);
