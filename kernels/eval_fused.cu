@@ -866,6 +866,12 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
 
 /* ---------------------------------------------------------------- host */
 
+/* The kernel's instances, in one place for setup (attributes) and launch: [ns] with the exchange (XA), [3] the
+ * barrier instance. */
+typedef void (*ef_kernel_fn)(ef_params);
+static const ef_kernel_fn EF_KERNELS[4] = {eval_fused_kernel<true, 0>, eval_fused_kernel<true, 1>,
+                                           eval_fused_kernel<true, 2>, eval_fused_kernel<false, 0>};
+
 void fh_eval_fused_free(fh_eval_fused* f) {
   if (!f) return;
   if (f->xval) cudaFree(f->xval);
@@ -1036,16 +1042,15 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
   /* allowed up to the most a block may take (less the kernel's static shared memory): the trainer launches it
    * with all of it beside other work */
   cudaFuncAttributes fa;
-  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, eval_fused_kernel<true, 0>));
-  for (auto kern : {eval_fused_kernel<true, 1>, eval_fused_kernel<true, 2>, eval_fused_kernel<false, 0>}) {
+  FH_CUDA_TRY(cudaFuncGetAttributes(&fa, EF_KERNELS[0]));
+  for (ef_kernel_fn kern : EF_KERNELS) {
     cudaFuncAttributes fb;
     FH_CUDA_TRY(cudaFuncGetAttributes(&fb, kern));
     if (fb.sharedSizeBytes > fa.sharedSizeBytes) fa.sharedSizeBytes = fb.sharedSizeBytes;
   }
   const int whole = smem_max - (int)fa.sharedSizeBytes;
   f->smem_whole = whole > (int)off ? (size_t)whole : (size_t)off;
-  for (auto kern : {eval_fused_kernel<true, 0>, eval_fused_kernel<true, 1>, eval_fused_kernel<true, 2>,
-                    eval_fused_kernel<false, 0>}) {
+  for (ef_kernel_fn kern : EF_KERNELS) {
     FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)f->smem_whole));
     if (EF_C > 8) FH_CUDA_TRY(cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   }
@@ -1055,11 +1060,11 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = ef_launch_config(P->n_tiles, off, nullptr, attr);
     int clusters = 0;
-    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)eval_fused_kernel<true, 0>, &cfg));
+    FH_CUDA_TRY(cudaOccupancyMaxActiveClusters(&clusters, (const void*)EF_KERNELS[0], &cfg));
     if (clusters < 1) return ef_off(f, "no cluster of %d blocks with %d bytes of shared memory fits", EF_C, (int)off);
     const cudaLaunchConfig_t cw = ef_launch_config(P->n_tiles, f->smem_whole, nullptr, attr);
     int whole_clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)eval_fused_kernel<true, 0>, &cw) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveClusters(&whole_clusters, (const void*)EF_KERNELS[0], &cw) != cudaSuccess ||
         whole_clusters < 1) {
       cudaGetLastError(); /* not sticky: clear it */
       f->smem_whole = off; /* no whole-SM blocks: launched with what it uses */
@@ -1149,9 +1154,6 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.ns = !P.xa ? 0 : fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "1") ? 1 : 2;
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
-  FH_CUDA_TRY(!P.xa       ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<false, 0>, P)
-              : P.ns == 2 ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 2>, P)
-              : P.ns == 1 ? cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 1>, P)
-                          : cudaLaunchKernelEx(&cfg, eval_fused_kernel<true, 0>, P));
+  FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, P.xa ? EF_KERNELS[P.ns] : EF_KERNELS[3], P));
   return FH_OK;
 }

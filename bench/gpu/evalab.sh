@@ -20,7 +20,7 @@ cp "$OLD" kernels/eval_fused.cu
 build old
 cp $L/eval_fused.cu.new kernels/eval_fused.cu
 cp $L/new/*.so native/build/
-g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check || exit 1
+ab_native_check
 for x in 1 0; do
   FH_EVAL_XASYNC=$x FH_SEED=7 FH_EVAL_FUSED_PROFILE=1 timeout 60 native/build/native_check evalfused native/build \
     > $E/evalfused-xa$x.log 2>&1

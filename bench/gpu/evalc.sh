@@ -22,7 +22,7 @@ grep -q '^#define EF_C 16$' kernels/eval_fused.cu || { echo "evalc: the EF_C def
 build 16
 cp $L/eval_fused.cu.orig kernels/eval_fused.cu
 
-g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o $L/native_check || exit 1
+ab_native_check $L/native_check
 for c in 8 16; do
   FH_SEED=${FH_SEED:-20261206} FH_EVAL_FUSED_VERBOSE=1 FH_EVAL_FUSED_PROFILE=1 timeout 120 $L/native_check evalfused $L/c$c > $F/evalfused-c$c.log 2>&1
   echo "evalfused EF_C=$c rc $?: $(grep -c '^PASS' $F/evalfused-c$c.log) passed, $(grep -c '^FAIL' $F/evalfused-c$c.log) failed"

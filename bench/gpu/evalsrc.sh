@@ -9,7 +9,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; E=$OUT/evalsrc; mkdir -p $E
-g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o native/build/native_check || exit 1
+source bench/gpu/rounds.sh
+ab_native_check
 t0=$(date +%s)
 timeout ${NCU_TIMEOUT:-200} ncu --set full --import-source no -k regex:eval_fused_kernel --launch-count 1 -f -o $E/ef \
   native/build/native_check profile native/build >$E/ncu.log 2>&1

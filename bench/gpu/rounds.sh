@@ -1,7 +1,9 @@
-# bench/gpu/rounds.sh — sourced by final.sh, evalc.sh and evalab.sh: interleaved A/B rounds of the reference bench,
+# bench/gpu/rounds.sh — sourced by final.sh, evalc.sh, evalab.sh and evalsrc.sh: interleaved A/B rounds of the reference bench,
 # and the builds they compare.
 # ab_build DEST LOG LABEL: builds the native libraries (log in LOG) and copies them into DEST, a folder FOXHUNT_NATIVE_DIR
 # can name as a variant; exits on a failed build.
+# ab_native_check [OUT]: builds the check driver test/gpu/native_check.cpp into OUT (default native/build/native_check);
+# exits on a failed build.
 # ab_rounds DIR ROUNDS "KEYS": the caller sets the arrays ab_label and ab_env (one entry per variant; ab_env[i] is the
 # env assignments of variant i). Each round runs every variant once (`npm run bench -- --config reference --backend
 # cuda --epochs 5 --warmup 2`, into DIR/ab-<i>-<round>.txt) and prints its KEYS lines (e.g. "epoch train eval");
@@ -37,4 +39,8 @@ ab_build() {
   FOXHUNT_BUILD_JOBS=$(nproc) node scripts/build-native.mjs --require-cuda > "$log" 2>&1 || { tail -30 "$log"; exit 1; }
   mkdir -p "$dest" && cp native/build/libfoxhunt_cpu.so native/build/libfoxhunt_cuda.so "$dest"/
   echo "build $label: $(( $(date +%s)-t0 )) s"
+}
+
+ab_native_check() {
+  g++ -O2 -std=c++17 -Inative/include test/gpu/native_check.cpp -ldl -o "${1:-native/build/native_check}" || exit 1
 }

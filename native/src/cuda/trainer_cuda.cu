@@ -886,6 +886,16 @@ extern "C" FH_API fh_status fh_device_info(int32_t device, fh_info* out) {
   return fill_device(device, out);
 }
 
+/* Appends one more ", ..." part to out->engine at w (its length so far), cut at the buffer's end as snprintf cuts;
+ * nothing once the buffer is full. */
+static void engine_add(fh_info* out, int& w, const char* fmt, ...) {
+  if (w <= 0 || (size_t)w >= sizeof out->engine) return;
+  va_list ap;
+  va_start(ap, fmt);
+  w += vsnprintf(out->engine + w, sizeof out->engine - (size_t)w, fmt, ap);
+  va_end(ap);
+}
+
 extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (!t || !out) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(set_device(t));
@@ -903,37 +913,22 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.op == FH_BF16 ? "bf16" : "fp32", t->cfg.use_graphs ? "graphs" : "eager",
                    t->net.mma ? "mma" : t->net.fused ? "fused-epilogue" : "kernel",
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
-  if (t->net.mma_heads && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", mma heads");
-  if (t->tp1.on && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target P1 table");
-  if (t->net.heads_sm && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", heads on SM shares%s",
-                  t->net.heads_sm > 1 ? " (backward too)" : "");
-  if (t->net.side_sms && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", side dW on %d SMs", t->net.side_sms);
-  if (t->net.relu_masks && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", relu masks");
-  if (t->tcache.on && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target cache");
-  if (t->target_prefetch && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", target prefetch");
-  if (t->ahead_on && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", collect ahead");
-  if (t->pair && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", paired s/s'");
-  if (fh_net_dw1_acc_first_on(t->net, t->pair) && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", dW1 account first");
-  if (!t->g_group.empty() && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", step groups of %d", t->group_n);
-  if ((t->early_zero || t->s_rec) && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", replay chain%s%s%s",
-                  t->early_zero ? " early-zero" : "", t->s_rec ? " mean-branch" : "",
-                  t->weights_branch ? " weights-branch" : "");
-  if (t->prefetch_off_by_env && w > 0 && (size_t)w < sizeof out->engine)
-    w += snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", no prefetch");
-  if (t->net.knockout && w > 0 && (size_t)w < sizeof out->engine)
-    snprintf(out->engine + w, sizeof out->engine - (size_t)w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
+  if (t->net.mma_heads) engine_add(out, w, ", mma heads");
+  if (t->tp1.on) engine_add(out, w, ", target P1 table");
+  if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
+  if (t->net.side_sms) engine_add(out, w, ", side dW on %d SMs", t->net.side_sms);
+  if (t->net.relu_masks) engine_add(out, w, ", relu masks");
+  if (t->tcache.on) engine_add(out, w, ", target cache");
+  if (t->target_prefetch) engine_add(out, w, ", target prefetch");
+  if (t->ahead_on) engine_add(out, w, ", collect ahead");
+  if (t->pair) engine_add(out, w, ", paired s/s'");
+  if (fh_net_dw1_acc_first_on(t->net, t->pair)) engine_add(out, w, ", dW1 account first");
+  if (!t->g_group.empty()) engine_add(out, w, ", step groups of %d", t->group_n);
+  if (t->early_zero || t->s_rec)
+    engine_add(out, w, ", replay chain%s%s%s", t->early_zero ? " early-zero" : "", t->s_rec ? " mean-branch" : "",
+               t->weights_branch ? " weights-branch" : "");
+  if (t->prefetch_off_by_env) engine_add(out, w, ", no prefetch");
+  if (t->net.knockout) engine_add(out, w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
   return FH_OK;
 }
 
