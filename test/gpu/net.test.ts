@@ -421,6 +421,24 @@ describe('CUDA orchestration', () => {
     }
   });
 
+  test("the evaluation's metrics computed beside the next collection (the default) == after the flush, bit for bit", () => {
+    // with collect-ahead the host waits for the evaluation's event by query and computes the metrics while the device
+    // still collects; FH_EVAL_METRICS_EARLY=0 computes them after the epoch's one synchronisation
+    const a = threeEpochs({ FH_EVAL_METRICS_EARLY: undefined });
+    const b = threeEpochs({ FH_EVAL_METRICS_EARLY: '0' });
+    expect(a.engine, 'the default took effect').toContain('collect ahead (metrics beside)');
+    expect(b.engine).toContain('collect ahead');
+    expect(b.engine).not.toContain('metrics beside');
+    expectSameBits(a, b, 'metrics beside the collection');
+    for (let e = 0; e < 3; e++) {
+      const x = a.stats[e]?.val;
+      const y = b.stats[e]?.val;
+      expect(x, `epoch ${e + 1} validation metrics`).toBeDefined();
+      expect(Number.isFinite(x?.total_pnl ?? NaN), `epoch ${e + 1}: the evaluation ran`).toBe(true);
+      expect(x, `epoch ${e + 1} validation metrics`).toStrictEqual(y);
+    }
+  });
+
   /** a trained like b up to rounding: GEMMs planned for fewer SMs (cuBLASLt's SM count target) may run other
    * kernels, whose sums round differently, but the training must match closely. */
   const expectCloseTraining = (a: ThreeEpochs, b: ThreeEpochs) => {

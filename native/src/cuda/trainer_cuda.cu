@@ -160,6 +160,10 @@ struct fh_trainer {
   cudaStream_t s_eval = nullptr; /* the fused evaluation's stream with collect-ahead */
   void* eval_ws = nullptr;       /* its cuBLASLt workspace */
   cudaEvent_t e_a0 = nullptr, e_ac = nullptr, e_a1 = nullptr, e_ev = nullptr;
+  /* the evaluation's metrics beside the collection (with collect-ahead; FH_EVAL_METRICS_EARLY=0 off): the host
+   * queries e_ev (the records' read-back is through) and computes the metrics while the device still runs the
+   * next collection, then takes the epoch's one synchronisation; else it computes them after it */
+  bool metrics_early = false;
   bool record_in_optimiser = true;  /* the fused optimiser writes the step record (FH_STEP_RECORD_KERNEL=1: a launch) */
   bool target_prefetch = false;  /* with prefetch: the side stream also runs the next step's target(s') forward
                                     (FH_TARGET_PREFETCH=0 off) */
@@ -736,6 +740,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
     TR_CUDA(t, cudaMalloc(&t->eval_ws, fh_gemm_workspace_bytes()), "evaluation workspace allocation");
     cudaEvent_t* aevs[] = {&t->e_a0, &t->e_ac, &t->e_a1, &t->e_ev};
     for (auto ev : aevs) TR_CUDA(t, cudaEventCreate(ev), "event creation");
+    t->metrics_early = !fh_env_is("FH_EVAL_METRICS_EARLY", "0");
   }
 
   const int32_t S = c.train_steps > 0 ? c.train_steps : 1;
@@ -920,7 +925,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->net.relu_masks) engine_add(out, w, ", relu masks");
   if (t->tcache.on) engine_add(out, w, ", target cache");
   if (t->target_prefetch) engine_add(out, w, ", target prefetch");
-  if (t->ahead_on) engine_add(out, w, ", collect ahead");
+  if (t->ahead_on) engine_add(out, w, ", collect ahead%s", t->metrics_early ? " (metrics beside)" : "");
   if (t->pair) engine_add(out, w, ", paired s/s'");
   if (fh_net_dw1_acc_first_on(t->net, t->pair)) engine_add(out, w, ", dW1 account first");
   if (!t->g_group.empty()) engine_add(out, w, ", step groups of %d", t->group_n);
@@ -1058,6 +1063,22 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   TR_CUDA(t, cudaEventRecord(t->e_t3, se), "epoch end");
   int64_t host_syncs = 0;
   const auto wall_flush = std::chrono::steady_clock::now();
+  /* the metrics while the collection still runs: wait for the evaluation's end by querying its event (no
+   * synchronisation; the device's queue does not drain), then compute them from the read-back records. A query
+   * that fails leaves them to after the synchronisation, which reports the error */
+  fh_metrics val_early{};
+  bool have_val = false;
+  auto wall_evq = wall_flush;
+  if (t->metrics_early && go_ahead && t->ev.n_seg > 0) {
+    cudaError_t q;
+    while ((q = cudaEventQuery(t->e_ev)) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::microseconds(10));
+    wall_evq = std::chrono::steady_clock::now();
+    if (q == cudaSuccess) {
+      fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &val_early);
+      have_val = true;
+    }
+  }
+  const auto wall_early = std::chrono::steady_clock::now();
   TR_CUDA(t, cudaEventSynchronize(t->e_t3), "epoch flush");
   ++host_syncs;
   const auto wall_synced = std::chrono::steady_clock::now();
@@ -1115,7 +1136,8 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     out->q_avg_max = out->q_min = out->q_max = out->q_mean = out->q_var = NAN;
   }
   const auto wall_fin0 = std::chrono::steady_clock::now();
-  if (t->ev.n_seg > 0) fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &out->val);
+  if (have_val) out->val = val_early;
+  else if (t->ev.n_seg > 0) fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &out->val);
   else metrics_nan(&out->val);
   const auto wall_fin1 = std::chrono::steady_clock::now();
   out->flat = t->flat;
@@ -1133,11 +1155,11 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   if (fh_env_is("FH_EPOCH_TIMING", "1")) { /* where the host's time of the epoch goes (measurement) */
     using ms = std::chrono::duration<double, std::milli>;
     fprintf(stderr,
-            "epoch %lld host ms: train launches %.3f, eval/collect launches %.3f, sync wait %.3f, after %.3f (of which "
-            "the evaluation's metrics %.3f)\n",
+            "epoch %lld host ms: train launches %.3f, eval/collect launches %.3f, evaluation wait %.3f, metrics beside "
+            "the collection %.3f, sync wait %.3f, after %.3f (of which the evaluation's metrics %.3f)\n",
             (long long)t->epoch, ms(wall_launched - wall0).count(), ms(wall_flush - wall_launched).count(),
-            ms(wall_synced - wall_flush).count(), ms(std::chrono::steady_clock::now() - wall_synced).count(),
-            ms(wall_fin1 - wall_fin0).count());
+            ms(wall_evq - wall_flush).count(), ms(wall_early - wall_evq).count(), ms(wall_synced - wall_early).count(),
+            ms(std::chrono::steady_clock::now() - wall_synced).count(), ms(wall_fin1 - wall_fin0).count());
   }
   return FH_OK;
 }
