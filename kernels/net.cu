@@ -271,14 +271,16 @@ bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
   return n > 0 && n % 8 == 0 && n < kColsumTx * 8 && ld % 8 == 0 && (reinterpret_cast<uintptr_t>(dy) % 16) == 0;
 }
 
-/* Rows per chunk of the wide bf16 kernel: 32 (4 rows per thread; 8 blocks of 256 threads fill an SM, where
- * 128-row chunks gave the reference shape's 16384 x 256 and x 512 passes 128 and 256 blocks, one or two per SM, and
- * ~1-2.4 TB/s). FH_RELU_VEC_ROWS=64|128 (read once; A/B) for longer chunks; the partials hold
- * fh_colsum_partial_floats, enough for any of them. */
+/* Rows per chunk of the wide bf16 kernel: 64 (8 rows per thread; the reference shape's 16384 x 256 and x 512 passes
+ * get 256 and 512 blocks, where 128-row chunks gave 128 and 256, one or two per SM, at ~1-2.4 TB/s). 32-row chunks
+ * (twice the blocks, twice the partials for the finish) trained as fast on an H200 and 1.7 ms an epoch slower on an
+ * H100 (bench/RESULTS.md). FH_RELU_VEC_ROWS=32|128 (read once; A/B); the partials hold fh_colsum_partial_floats,
+ * enough for any of them. */
+static constexpr int kReluVecRows = 64;
 static int fh_relu_vec_rows() {
   static const int rows = [] {
-    const long r = fh_env_int("FH_RELU_VEC_ROWS", kColsumRowsNarrow, kColsumRows, kColsumRowsNarrow);
-    return r == 64 || r == 128 ? (int)r : kColsumRowsNarrow;
+    const long r = fh_env_int("FH_RELU_VEC_ROWS", kColsumRowsNarrow, kColsumRows, kReluVecRows);
+    return r == kColsumRowsNarrow || r == kColsumRows ? (int)r : kReluVecRows;
   }();
   return rows;
 }
