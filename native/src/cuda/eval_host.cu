@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -114,45 +115,50 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
   memset(ev, 0, sizeof *ev);
 }
 
-/* The trade counters in the reference's order: steps (step-major, segment-minor), then flattens. The records of a
- * segment lie in bar order, so the step-major walk jumps between n_seg streams; it runs over tiles of kTile steps,
- * each segment's records of a tile first copied in bar order (gross profit and loss), then summed step-major: the same
- * additions in the same order, read sequentially. */
+/* The evaluation's metrics from the read-back records. A booking of exactly 0 changes nothing: a double sum that
+ * starts at +0 never holds -0 (+0 + -0 = +0, and x + -x rounds to +0), and adding +-0 to any other value leaves its
+ * bits; equity, peak and the drawdowns stay, and their maxima were taken at that state already. So a zero booking
+ * may be added or skipped alike, and the gross profit and loss need only the records that close a trade.
+ *
+ * The trade counters (integers, any order) and the gross sums, which the reference takes step-major (step i of every
+ * segment in segment order, then step i + 1, ..., then the flattens in segment order): one pass over the steps'
+ * records in bar order (the segments are consecutive bar ranges, so segment-major), the nonzero gross records kept
+ * with their step, then a stable counting sort by step (which keeps the segments' order) and the sums: the same
+ * additions in the same order as a walk over every record. */
 struct fh_trade_sums {
   double gp = 0.0, gl = 0.0;
   int64_t trades = 0, won = 0, contracts = 0;
-  void count(const fh_eval_rec& r) { /* the integer counters (any order gives the same sums) */
+  void count(const fh_eval_rec& r) {
     trades += r.closed;
     won += r.won;
     contracts += r.traded;
   }
 };
+struct fh_gross_rec {
+  int32_t step;
+  double gp, gl;
+};
 static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
-  constexpr int32_t kTile = 64;
   fh_trade_sums t;
-  std::vector<double> tile((size_t)kTile * ev.n_seg * 2);
-  std::vector<int32_t> len((size_t)ev.n_seg);
-  for (int32_t k = 0; k < ev.n_seg; ++k) len[(size_t)k] = (int32_t)(ev.h_seg_end[k] - ev.h_seg_begin[k] - 1);
-  for (int32_t i0 = 0; i0 < ev.max_steps; i0 += kTile) {
-    const int32_t i1 = i0 + kTile < ev.max_steps ? i0 + kTile : ev.max_steps;
-    for (int32_t k = 0; k < ev.n_seg; ++k) {
-      const fh_eval_rec* seg = ev.h_bar_rec + (ev.h_seg_begin[k] + 1 - ev.val_begin);
-      const int32_t end = len[(size_t)k] < i1 ? len[(size_t)k] : i1;
-      for (int32_t i = i0; i < end; ++i) {
-        const fh_eval_rec& r = seg[i];
-        t.count(r);
-        double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
-        c[0] = r.gross_profit;
-        c[1] = r.gross_loss;
-      }
+  std::vector<fh_gross_rec> gross;
+  for (int32_t k = 0; k < ev.n_seg; ++k) {
+    const fh_eval_rec* seg = ev.h_bar_rec + (ev.h_seg_begin[k] + 1 - ev.val_begin);
+    const int32_t len = (int32_t)(ev.h_seg_end[k] - ev.h_seg_begin[k] - 1);
+    for (int32_t i = 0; i < len; ++i) {
+      const fh_eval_rec& r = seg[i];
+      t.count(r);
+      if (r.gross_profit != 0.0 || r.gross_loss != 0.0) gross.push_back({i, r.gross_profit, r.gross_loss});
     }
-    for (int32_t i = i0; i < i1; ++i)
-      for (int32_t k = 0; k < ev.n_seg; ++k) {
-        if (i >= len[(size_t)k]) continue;
-        const double* c = &tile[((size_t)(i - i0) * ev.n_seg + k) * 2];
-        t.gp += c[0];
-        t.gl += c[1];
-      }
+  }
+  /* the stable sort by step as a counting sort (steps < max_steps) */
+  std::vector<int32_t> at((size_t)ev.max_steps + 1, 0);
+  for (const fh_gross_rec& g : gross) ++at[(size_t)g.step + 1];
+  for (int32_t i = 0; i < ev.max_steps; ++i) at[(size_t)i + 1] += at[(size_t)i];
+  std::vector<fh_gross_rec> by_step(gross.size());
+  for (const fh_gross_rec& g : gross) by_step[(size_t)at[(size_t)g.step]++] = g;
+  for (const fh_gross_rec& g : by_step) {
+    t.gp += g.gp;
+    t.gl += g.gl;
   }
   for (int32_t k = 0; k < ev.n_seg; ++k) {
     const fh_eval_rec& r = ev.h_flat_rec[k];
@@ -175,35 +181,44 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
   } catch (...) {
     fh_eval_trade_sums(ev, &ts);
   }
-  std::vector<double> session((size_t)ev.n_sessions, 0.0);
-  /* flatten records by the bar they are booked to (the segment's last bar) */
-  std::vector<const fh_eval_rec*> flat_at((size_t)V, nullptr);
-  for (int32_t k = 0; k < ev.n_seg; ++k) flat_at[(size_t)(ev.h_seg_end[k] - 1 - ev.val_begin)] = &ev.h_flat_rec[k];
   /* session PnL (each session's bookings in time order, its final flatten after the loop) and the equity path (per
-   * bar the step booked to it, then the flatten booked to it). A booking of exactly 0 changes nothing (the sums never
-   * hold -0, so adding +-0 leaves their bits; equity, peak and the drawdowns stay, and their maxima were taken at
-   * that state already): it is skipped, and so is the division at the peak (drawdown 0) */
+   * bar the step booked to it, then the flatten booked to it: segment k's at its last bar). The bar's own booking is
+   * added even where it is 0 (no data-dependent branch; the sums' bits stay, see above), the flattens only where
+   * they are not */
+  std::vector<double> session((size_t)ev.n_sessions, 0.0);
   double total = 0.0, equity = 0.0, peak = 0.0, dd = 0.0, dd_pct = 0.0;
-  for (int64_t i = 0; i < V; ++i) {
-    const fh_eval_rec* f = flat_at[(size_t)i];
-    for (int part = 0; part < 2; ++part) {
-      const double x = part == 0 ? ev.h_bar_rec[i].pnl : (f ? f->pnl : 0.0);
-      if (x == 0.0) continue;
-      if (part == 0) session[(size_t)ev.h_session_of[i]] += x;
-      total += x;
-      equity += x;
-      if (equity > peak) peak = equity;
-      const double d = peak - equity;
-      if (d > dd) dd = d;
-      if (d > 0.0) {
-        const double pct = d / (initial_capital + peak) * 100.0;
-        if (pct > dd_pct) dd_pct = pct;
-      }
+  auto book = [&](double x) {
+    total += x;
+    equity += x;
+    peak = equity > peak ? equity : peak;
+    const double d = peak - equity;
+    dd = d > dd ? d : dd;
+    if (d > 0.0) {
+      const double pct = d / (initial_capital + peak) * 100.0;
+      dd_pct = pct > dd_pct ? pct : dd_pct;
     }
+  };
+  int32_t k = 0; /* the first segment whose last bar is at or after the bar */
+  /* the current session's sum in a register (the bars' sessions never decrease), stored when the session changes */
+  int32_t cur = V > 0 ? ev.h_session_of[0] : 0;
+  double cur_sum = 0.0;
+  for (int64_t i = 0; i < V; ++i) {
+    const double x = ev.h_bar_rec[i].pnl;
+    if (ev.h_session_of[i] != cur) {
+      session[(size_t)cur] += cur_sum;
+      cur = ev.h_session_of[i];
+      cur_sum = 0.0;
+    }
+    cur_sum += x;
+    book(x);
+    const int64_t bar = ev.val_begin + i;
+    while (k < ev.n_seg && ev.h_seg_end[k] - 1 < bar) ++k;
+    if (k < ev.n_seg && ev.h_seg_end[k] - 1 == bar && ev.h_flat_rec[k].pnl != 0.0) book(ev.h_flat_rec[k].pnl);
   }
-  for (int32_t k = 0; k < ev.n_seg; ++k) {
-    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin;
-    session[(size_t)ev.h_session_of[last]] += ev.h_flat_rec[k].pnl;
+  if (V > 0) session[(size_t)cur] += cur_sum;
+  for (int32_t s = 0; s < ev.n_seg; ++s) {
+    const int64_t last = ev.h_seg_end[s] - 1 - ev.val_begin;
+    session[(size_t)ev.h_session_of[last]] += ev.h_flat_rec[s].pnl;
   }
   if (worker.joinable()) worker.join();
   const double gp = ts.gp, gl = ts.gl;
