@@ -194,18 +194,28 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   }
 }
 
+/* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 32 by default;
+ * FH_COLSUM_NARROW_ROWS=64|128 (read once; A/B). The partials hold fh_colsum_partial_floats, enough for any. */
+static int fh_narrow_rows() {
+  static const int rows = [] {
+    const long r = fh_env_int("FH_COLSUM_NARROW_ROWS", kColsumRowsNarrow, kColsumRows, kColsumRowsNarrow);
+    return r == 64 || r == kColsumRows ? (int)r : kColsumRowsNarrow;
+  }();
+  return rows;
+}
+
 /* bf16 path for narrow layers (n < 256: the head outputs): the block's 256 threads are laid out as
  * nlanes = 256 / (n / 8) row lanes x n / 8 column chunks (one 16-byte load per row), so that most
  * threads work where the wide kernel above would leave three quarters of its block idle; the row
  * lanes' sums are reduced in shared memory in a fixed order. */
 __device__ __forceinline__ void fh_relu_bwd_partial_narrow(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                           int ld, int B, int n, float* __restrict__ partial,
+                                                           int ld, int B, int n, int rows, float* __restrict__ partial,
                                                            float* sm) {
   const int tid = threadIdx.y * kColsumTx + threadIdx.x;
   const int nc = n / 8, nlanes = (kColsumTx * kColsumTy) / nc;
   const int lane = tid / nc, c0 = (tid - lane * nc) * 8;
-  const int r0 = blockIdx.y * kColsumRowsNarrow;
-  const int r1 = min(B, r0 + kColsumRowsNarrow);
+  const int r0 = blockIdx.y * rows;
+  const int r1 = min(B, r0 + rows);
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   if (lane < nlanes) {
 #pragma unroll 4
@@ -224,17 +234,17 @@ __device__ __forceinline__ void fh_relu_bwd_partial_narrow(fh_bf16* __restrict__
 }
 
 static __global__ void fh_relu_bwd_partial_narrow_kernel(fh_bf16* __restrict__ dy, const fh_bf16* __restrict__ act,
-                                                         int ld, int B, int n, float* __restrict__ partial) {
+                                                         int ld, int B, int n, int rows, float* __restrict__ partial) {
   __shared__ float sm[kColsumTx * kColsumTy * 8];
-  fh_relu_bwd_partial_narrow(dy, act, ld, B, n, partial, sm);
+  fh_relu_bwd_partial_narrow(dy, act, ld, B, n, rows, partial, sm);
 }
 
 /* Several narrow column sums in one launch (blockIdx.z = the problem), each problem's partials exactly those
  * of its own fh_relu_bwd_partial_narrow_kernel launch. */
-static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B) {
+static __global__ void fh_colsum_partial_multi_kernel(fh_colsum_multi m, int B, int rows) {
   __shared__ float sm[kColsumTx * kColsumTy * 8];
   const fh_colsum_problem& p = m.p[blockIdx.z];
-  fh_relu_bwd_partial_narrow(p.dy, nullptr, p.ld, B, p.n, p.partial, sm);
+  fh_relu_bwd_partial_narrow(p.dy, nullptr, p.ld, B, p.n, rows, p.partial, sm);
 }
 
 /* The finishes of those problems in one launch: their columns one after another, 32 per block, each summed as
@@ -258,9 +268,10 @@ fh_status fh_launch_colsum_multi(const fh_colsum_multi& m, int B, cudaStream_t s
     if (!fh_colsum_multi_ok(p.dy, p.ld, p.n) || !p.partial || !p.out) return FH_ERR_INVALID_ARGUMENT;
     cols += p.n;
   }
-  const int chunks = CEIL_DIV(B, kColsumRowsNarrow);
+  const int rows = fh_narrow_rows();
+  const int chunks = CEIL_DIV(B, rows);
   dim3 grid(1, chunks, m.count), block(kColsumTx, kColsumTy);
-  fh_colsum_partial_multi_kernel<<<grid, block, 0, s>>>(m, B);
+  fh_colsum_partial_multi_kernel<<<grid, block, 0, s>>>(m, B, rows);
   FH_LAUNCH_CHECK();
   fh_colsum_finish_multi_kernel<<<CEIL_DIV(cols, 32), dim3(32, 32), 0, s>>>(m, chunks);
   FH_LAUNCH_CHECK();
@@ -297,10 +308,12 @@ static fh_status fh_launch_relu_bwd_partial(T* dy, const T* act, int ld, int B, 
   /* the mask only where the wide kernel runs; elsewhere act decides, as without it */
   if (!vec || n < kColsumTx * 8 || ldbytes * 8 < n) bits = nullptr;
   if (vec && n < kColsumTx * 8) {
-    chunks = CEIL_DIV(B, kColsumRowsNarrow);
+    const int rows = fh_narrow_rows();
+    chunks = CEIL_DIV(B, rows);
     dim3 grid(1, chunks), block(kColsumTx, kColsumTy);
     fh_relu_bwd_partial_narrow_kernel<<<grid, block, 0, s>>>(reinterpret_cast<fh_bf16*>(dy),
-                                                             reinterpret_cast<const fh_bf16*>(act), ld, B, n, partial);
+                                                             reinterpret_cast<const fh_bf16*>(act), ld, B, n, rows,
+                                                             partial);
   } else if (vec) {
     const int rows = fh_relu_vec_rows();
     chunks = CEIL_DIV(B, rows);
