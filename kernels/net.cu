@@ -194,12 +194,14 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   }
 }
 
-/* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 32 by default;
- * FH_COLSUM_NARROW_ROWS=64|128 (read once; A/B). The partials hold fh_colsum_partial_floats, enough for any. */
+/* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 64 by default (on an H100, 4
+ * interleaved rounds: 1.1 ms of training an epoch less than 32 rows, bench/RESULTS.md); FH_COLSUM_NARROW_ROWS=32|128
+ * (read once; A/B). The partials hold fh_colsum_partial_floats, enough for any of them. */
+static constexpr int kNarrowRows = 64;
 static int fh_narrow_rows() {
   static const int rows = [] {
-    const long r = fh_env_int("FH_COLSUM_NARROW_ROWS", kColsumRowsNarrow, kColsumRows, kColsumRowsNarrow);
-    return r == 64 || r == kColsumRows ? (int)r : kColsumRowsNarrow;
+    const long r = fh_env_int("FH_COLSUM_NARROW_ROWS", kColsumRowsNarrow, kColsumRows, kNarrowRows);
+    return r == kColsumRowsNarrow || r == kColsumRows ? (int)r : kNarrowRows;
   }();
   return rows;
 }
