@@ -194,9 +194,10 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   }
 }
 
-/* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 64 by default (on an H100, 4
- * interleaved rounds: 1.1 ms of training an epoch less than 32 rows, bench/RESULTS.md); FH_COLSUM_NARROW_ROWS=32|128
- * (read once; A/B). The partials hold fh_colsum_partial_floats, enough for any of them. */
+/* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 64 by default, like the wide
+ * pass (on an H100 it measured 1.1 ms of training an epoch under 32 rows in one call's rounds and equal in the next,
+ * bench/RESULTS.md); FH_COLSUM_NARROW_ROWS=32|128 (read once; A/B). The partials hold fh_colsum_partial_floats,
+ * enough for any of them. */
 static constexpr int kNarrowRows = 64;
 static int fh_narrow_rows() {
   static const int rows = [] {
