@@ -194,16 +194,18 @@ static __global__ void fh_relu_bwd_partial_vec_kernel(fh_bf16* __restrict__ dy, 
   }
 }
 
+/* Rows per chunk of a bf16 column-sum pass from the A/B switch `name` (32, 64 or 128; anything else gives def). The
+ * partials hold fh_colsum_partial_floats, enough for any of them. */
+static int fh_chunk_rows(const char* name, int def) {
+  const long r = fh_env_int(name, kColsumRowsNarrow, kColsumRows, def);
+  return r == kColsumRowsNarrow || r == 64 || r == kColsumRows ? (int)r : def;
+}
+
 /* Rows per chunk of the narrow bf16 column sums (the head outputs' bias gradients): 64 by default, like the wide
  * pass (on an H100 it measured 1.1 ms of training an epoch under 32 rows in one call's rounds and equal in the next,
- * bench/RESULTS.md); FH_COLSUM_NARROW_ROWS=32|128 (read once; A/B). The partials hold fh_colsum_partial_floats,
- * enough for any of them. */
-static constexpr int kNarrowRows = 64;
+ * bench/RESULTS.md); FH_COLSUM_NARROW_ROWS=32|128 (read once; A/B). */
 static int fh_narrow_rows() {
-  static const int rows = [] {
-    const long r = fh_env_int("FH_COLSUM_NARROW_ROWS", kColsumRowsNarrow, kColsumRows, kNarrowRows);
-    return r == kColsumRowsNarrow || r == kColsumRows ? (int)r : kNarrowRows;
-  }();
+  static const int rows = fh_chunk_rows("FH_COLSUM_NARROW_ROWS", 64);
   return rows;
 }
 
@@ -287,15 +289,10 @@ bool fh_colsum_multi_ok(const void* dy, int ld, int n) {
 
 /* Rows per chunk of the wide bf16 kernel: 64 (8 rows per thread; the reference shape's 16384 x 256 and x 512 passes
  * get 256 and 512 blocks, where 128-row chunks gave 128 and 256, one or two per SM, at ~1-2.4 TB/s). 32-row chunks
- * (twice the blocks, twice the partials for the finish) trained as fast on an H200 and 1.7 ms an epoch slower on an
- * H100 (bench/RESULTS.md). FH_RELU_VEC_ROWS=32|128 (read once; A/B); the partials hold fh_colsum_partial_floats,
- * enough for any of them. */
-static constexpr int kReluVecRows = 64;
+ * (twice the blocks, twice the partials for the finish) trained as fast on an H200 and 1.7-3 ms an epoch slower on
+ * an H100 (bench/RESULTS.md). FH_RELU_VEC_ROWS=32|128 (read once; A/B). */
 static int fh_relu_vec_rows() {
-  static const int rows = [] {
-    const long r = fh_env_int("FH_RELU_VEC_ROWS", kColsumRowsNarrow, kColsumRows, kReluVecRows);
-    return r == kColsumRowsNarrow || r == kColsumRows ? (int)r : kReluVecRows;
-  }();
+  static const int rows = fh_chunk_rows("FH_RELU_VEC_ROWS", 64);
   return rows;
 }
 
