@@ -876,6 +876,7 @@ void fh_eval_fused_free(fh_eval_fused* f) {
   if (!f) return;
   if (f->xval) cudaFree(f->xval);
   if (f->p1) cudaFree(f->p1);
+  if (f->prof) cudaFree(f->prof);
   free(f->params);
   memset(f, 0, sizeof *f);
 }

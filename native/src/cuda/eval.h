@@ -66,7 +66,8 @@ struct fh_eval_fused {
   void* xval;             /* (n_val, D) bf16 device: the market window of every validation bar, account 0 */
   float* p1;              /* (n_val, h1) fp32 device: Xval W1^T of the current weights (per evaluation) */
   void* params;           /* host copy of the kernel's parameter block */
-  unsigned long long* prof; /* tests only, NULL otherwise: (FH_EVAL_NPROF) device, block 0's cycles per phase */
+  unsigned long long* prof; /* FH_EVAL_FUSED_PROFILE only, NULL otherwise: (FH_EVAL_NPROF) device, block 0's cycles
+                             * per phase; freed by fh_eval_fused_free */
 };
 
 struct fh_cuda_eval {
@@ -132,6 +133,9 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
  * whole shared memory, so that the other work's blocks do not share those SMs (FH_EVAL_WHOLE_SM=0: only
  * what they use). */
 fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s = nullptr, void* ws = nullptr);
+/* FH_EVAL_FUSED_PROFILE (measurement): the fused kernel's last run, block 0's cycles per step by phase, printed to out
+ * (a synchronous read of ev.fused.prof, which the caller allocated: FH_EVAL_NPROF counters). No-op without it. */
+fh_status fh_eval_fused_profile_print(const fh_cuda_eval& ev, FILE* out, const char* prefix);
 
 /* Test entry point (exported, not in foxhunt.h): one greedy evaluation of the online weights
  * params (fh_layout order, n floats) on the market's validation range, with the fused kernel

@@ -115,6 +115,28 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
   memset(ev, 0, sizeof *ev);
 }
 
+fh_status fh_eval_fused_profile_print(const fh_cuda_eval& ev, FILE* out, const char* prefix) {
+  if (!ev.fused.prof || ev.max_steps <= 0) return FH_OK;
+  unsigned long long c[FH_EVAL_NPROF];
+  if (cudaMemcpy(c, ev.fused.prof, sizeof c, cudaMemcpyDeviceToHost) != cudaSuccess) return FH_ERR_DEVICE;
+  int clk = 0, dev = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
+  fprintf(out, "%sfused profile, block 0, cycles per step (SM clock %d MHz max):", prefix, clk / 1000);
+  /* slots 0..8: the phases and the barrier after each; 9: slot 7 up to its block barrier; 10, 11: inside it, warp
+   * 0's expected-Q task and the first speculating warp's steps */
+  const char* nm[FH_EVAL_NPROF] = {"P1+h1", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar",
+                                   "(of which EQ)", "(EQ warp)", "(step warp)"};
+  unsigned long long tot = 0;
+  for (int i = 0; i < FH_EVAL_NPROF; ++i) {
+    fprintf(out, " %s %llu", nm[i], c[i] / (unsigned long long)ev.max_steps);
+    if (i < 9) tot += c[i];
+  }
+  fprintf(out, " | total %llu (%d steps)\n", tot / (unsigned long long)ev.max_steps, ev.max_steps);
+  fflush(out);
+  return FH_OK;
+}
+
 /* The evaluation's metrics from the read-back records. A booking of exactly 0 changes nothing: a double sum that
  * starts at +0 never holds -0 (+0 + -0 = +0, and x + -x rounds to +0), and adding +-0 to any other value leaves its
  * bits; equity, peak and the drawdowns stay, and their maxima were taken at that state already. So a zero booking
@@ -348,25 +370,7 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
       CHK(cudaMemcpy(q_log, ev.q_log, (size_t)need * 4, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
           "q_log read");
     if (prof && ev.max_steps > 0) {
-      /* FH_EVAL_FUSED_PROFILE (tests): where one block's time goes, cycles per step */
-      unsigned long long c[FH_EVAL_NPROF];
-      CHK(cudaMemcpy(c, ev.fused.prof, sizeof c, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
-          "profile read");
-      int clk = 0, dev = 0;
-      cudaGetDevice(&dev);
-      cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, dev);
-      printf("      fused profile, block 0, cycles per step (SM clock %d MHz max):", clk / 1000);
-      /* slots 0..8: the phases and the barrier after each; 9: slot 7 up to its block barrier; 10, 11: inside
-       * it, warp 0's expected-Q task and the first speculating warp's steps */
-      const char* nm[FH_EVAL_NPROF] = {"P1+h1", "L2", "bar", "LH", "bar", "LO", "bar", "EQ+step", "bar",
-                                       "(of which EQ)", "(EQ warp)", "(step warp)"};
-      unsigned long long tot = 0;
-      for (int i = 0; i < FH_EVAL_NPROF; ++i) {
-        printf(" %s %llu", nm[i], c[i] / (unsigned long long)ev.max_steps);
-        if (i < 9) tot += c[i];
-      }
-      printf(" | total %llu\n", tot / (unsigned long long)ev.max_steps);
-      fflush(stdout);
+      CHK(fh_eval_fused_profile_print(ev, stdout, "      "), "profile read");
       cudaFree(ev.fused.prof);
       ev.fused.prof = nullptr;
     }
@@ -376,7 +380,6 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
 done:
   if (st != FH_OK && err && err_len && !err[0]) check_err(err, err_len, what, st);
   if (have_ev && ev.q_log) cudaFree(ev.q_log);
-  if (have_ev && ev.fused.prof) cudaFree(ev.fused.prof);
   if (have_net) fh_net_destroy(&net);
   if (have_ev) fh_cuda_eval_free(&ev);
   if (have_dm) fh_cuda_market_free(&dm);
