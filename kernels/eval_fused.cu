@@ -114,7 +114,7 @@ struct ef_layer {
   int32_t relu;
   uint32_t w_off, b_off;  /* shared-memory byte offsets of this block's weight rows and biases */
   uint32_t a_off_sm;      /* ... and of its units' input column offsets (NU ints) */
-  int32_t xbar;           /* the mbarrier its output's pushes complete (EF_BAR_*; P.xa) */
+  int32_t xbar;           /* the mbarrier its output's pushes complete (EF_BAR_*; the XA instances) */
 };
 
 struct ef_params {
@@ -129,8 +129,6 @@ struct ef_params {
   int32_t ps;             /* partial tile stride (floats) */
   uint32_t p1_off, wacc_off, b1_off, acc_off, part_off, log_off, q_off, st_off, seg_off;
   uint32_t bar_off;       /* EF_NBAR mbarriers (8 bytes each): the pushes of a2, ah, the logits and the accounts; P1 */
-  int32_t xa;             /* this launch: the exchange by st.async + mbarrier (FH_EVAL_XASYNC, default on), else
-                           * generic stores into the other blocks' shared memory + cluster barriers */
   ef_layer L[3];          /* L2, LH, LO */
   int32_t atoms, nb, nq, lot, maxn;
   int32_t n[FH_MAX_BRANCHES], abase[FH_MAX_BRANCHES];
@@ -145,8 +143,6 @@ struct ef_params {
   int8_t cls_a2[EF_MAXCLS];          /* ... and stop choice a2 */
   int8_t cls_of[EF_MAXN * EF_MAXN];  /* (a0 * EF_MAXN + a1): class of (a0, a1, a2 = 0); class = that + a2 */
   uint32_t spec_off;         /* ef_spec_area: aliases the partial tiles (free during phase D) */
-  int32_t ns;                /* this launch, with xa: the head layer and the head outputs split by units over the warps
-                              * (ef_layer_units_ns); 2 (the default): trunk 2 too; FH_EVAL_NSPLIT=0: none */
 };
 
 /* One speculative step of an owned row: the state after it (and the restart), its record and the
@@ -175,7 +171,7 @@ __device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, 
   nu = Ly.U - u0 < Ly.NU ? Ly.U - u0 : Ly.NU;
 }
 
-/* ---- the exchange between the cluster's blocks (P.xa): every push is an st.async into the destination block's
+/* ---- the exchange between the cluster's blocks (the XA instances): every push is an st.async into the destination block's
  * shared memory that completes bytes on that block's mbarrier of the phase (EF_BAR_*); a block waits only for the
  * bytes it receives (ef_xwait), with no release fence on the sending side and no cluster-wide barrier. Each
  * mbarrier completes one phase per step. A block never overwrites data another block has still to read: it pushes
@@ -217,7 +213,7 @@ __device__ __forceinline__ void ef_mbar_wait(uint32_t bar, uint32_t parity) {
 
 /* 16 bytes at this block's shared address `local` into the same place of block k (XA: st.async completing on
  * block k's mbarrier `bar`; else a generic store, ordered by the cluster barrier after the phase). XA is the kernel's
- * template argument (P.xa picks the instance at launch), so that neither instance carries the other's code. */
+ * template argument (FH_EVAL_XASYNC picks the instance at launch), so that neither instance carries the other's code. */
 template <bool XA>
 __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, void* local,
                                           int k, int bar, uint4 v) {
@@ -240,7 +236,7 @@ __device__ __forceinline__ void ef_push8(const ef_params& P, unsigned char* sm, 
                : "memory");
 }
 
-/* Bytes a block receives per phase of mbarrier `bar` (P.xa): 16 rows of every real unit of a2 / ah from the
+/* Bytes a block receives per phase of mbarrier `bar` (XA): 16 rows of every real unit of a2 / ah from the
  * blocks that own the units; the logits of its owned rows that are segments; 8 bf16 account features of
  * every tile row that is a segment. Zero (the logits of a block whose owned rows are all past S): the block
  * neither arms nor waits on that mbarrier, whose phase would otherwise complete as it is armed, while the
@@ -254,7 +250,7 @@ __device__ __forceinline__ uint32_t ef_bar_bytes(const ef_params& P, int m, int 
   return (uint32_t)(own * P.L[2].U * 32);
 }
 
-/* After a phase's pushes: P.xa: wait for this block's bytes of the phase (parity: the phase's, flipped here),
+/* After a phase's pushes: XA: wait for this block's bytes of the phase (parity: the phase's, flipped here),
  * re-arm the mbarrier for the next step and join the block's threads (the partial tiles and the speculative
  * slots are reused in the next phase); else the cluster barrier. */
 template <bool XA>
@@ -278,7 +274,6 @@ __device__ __forceinline__ const ef_seg& ef_find_seg(const ef_layer& Ly, int c) 
   while (s + 1 < Ly.nseg && c >= Ly.seg[s].c1) ++s;
   return Ly.seg[s];
 }
-
 
 /* Once per kernel: this block's NU units' weight rows (zero-padded to pad16(K); zero rows past the
  * layer), fp32 biases and input column offsets. */
@@ -1044,9 +1039,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
    * with all of it beside other work */
   cudaFuncAttributes fa;
   FH_CUDA_TRY(cudaFuncGetAttributes(&fa, EF_KERNELS[0]));
-  for (ef_kernel_fn kern : EF_KERNELS) {
+  for (int i = 1; i < 4; ++i) {
     cudaFuncAttributes fb;
-    FH_CUDA_TRY(cudaFuncGetAttributes(&fb, kern));
+    FH_CUDA_TRY(cudaFuncGetAttributes(&fb, EF_KERNELS[i]));
     if (fb.sharedSizeBytes > fa.sharedSizeBytes) fa.sharedSizeBytes = fb.sharedSizeBytes;
   }
   const int whole = smem_max - (int)fa.sharedSizeBytes;
@@ -1148,13 +1143,13 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
   P.prof = f.prof;
   /* FH_EVAL_PRELOAD=0: the one-thread env step after the expected Q (A/B; the same bits) */
   P.spec = P.spec_ok && !fh_env_is("FH_EVAL_PRELOAD", "0");
-  /* FH_EVAL_XASYNC=0: the pushes as generic stores and a cluster barrier after each phase (A/B; the same bits) */
-  P.xa = !fh_env_is("FH_EVAL_XASYNC", "0");
-  /* with the exchange, trunk 2, the head layer and the head outputs split by units over the warps (trunk 2's K in
-   * two halves); FH_EVAL_NSPLIT=1: trunk 2 by K; =0: all three by K (A/B; float rounding apart) */
-  P.ns = !P.xa ? 0 : fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "1") ? 1 : 2;
+  /* the instance: FH_EVAL_XASYNC=0 the pushes as generic stores and a cluster barrier after each phase (A/B; the
+   * same bits); with the exchange, trunk 2, the head layer and the head outputs split by units over the warps (trunk
+   * 2's K in two halves), FH_EVAL_NSPLIT=1 trunk 2 by K, =0 all three by K (A/B; float rounding apart) */
+  const bool xa = !fh_env_is("FH_EVAL_XASYNC", "0");
+  const int ns = fh_env_is("FH_EVAL_NSPLIT", "0") ? 0 : fh_env_is("FH_EVAL_NSPLIT", "1") ? 1 : 2;
   cudaLaunchAttribute attr[1];
   const cudaLaunchConfig_t cfg = ef_launch_config(f.clusters, whole_sm ? f.smem_whole : f.smem, s, attr);
-  FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, P.xa ? EF_KERNELS[P.ns] : EF_KERNELS[3], P));
+  FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, xa ? EF_KERNELS[ns] : EF_KERNELS[3], P));
   return FH_OK;
 }

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <algorithm>
 #include <functional>
 #include <thread>
 #include <vector>
