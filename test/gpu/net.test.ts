@@ -421,6 +421,26 @@ describe('CUDA orchestration', () => {
     }
   });
 
+  test('the target cache filled group by group beside the collection == all after it (FH_COLLECT_GROUPS=0), bit for bit', () => {
+    // each group of collection steps whose slots are one chunk of the cache's fill (batch / n_envs steps) is filled
+    // as soon as it is through, on the train stream beside the next groups; with groups of 1 and of 2 steps, with the
+    // second epoch's groups off the ring's chunks (13-step episodes: its fill then waits for the last group), and
+    // without collect-ahead
+    const cases: Array<[string, string[], Record<string, string | undefined>]> = [
+      ['groups of 1 step', [], {}],
+      ['groups of 2 steps, 13-step episodes', ['train.batch_size=128', 'env.episode_len=13'], {}],
+      ['groups of 2 steps without collect-ahead', ['train.batch_size=128'], { FH_COLLECT_AHEAD: '0' }],
+    ];
+    for (const [name, sets, env] of cases) {
+      const a = threeEpochs({ FH_TARGET_CACHE: '1', FH_COLLECT_GROUPS: undefined, ...env }, sets);
+      const b = threeEpochs({ FH_TARGET_CACHE: '1', FH_COLLECT_GROUPS: '0', ...env }, sets);
+      expect(a.engine, `${name}: the groups took effect`).toContain('target cache (filled by collection groups)');
+      expect(b.engine, `${name}: the cache is on`).toContain('target cache');
+      expect(b.engine).not.toContain('collection groups');
+      expectSameBits(a, b, name);
+    }
+  });
+
   test("the evaluation's metrics computed beside the next collection (the default) == after the flush, bit for bit", () => {
     // with collect-ahead the host waits for the evaluation's event by query and computes the metrics while the device
     // still collects; FH_EVAL_METRICS_EARLY=0 computes them after the epoch's one synchronisation

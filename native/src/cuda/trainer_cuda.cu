@@ -147,7 +147,15 @@ struct fh_trainer {
    * and the batch's priority update is then one launch shorter */
   bool early_zero = false;
 
-  cudaGraphExec_t g_collect = nullptr, g_eval = nullptr;
+  /* The collection in groups of cgroup_steps steps (one graph each; a single group of all T steps unless the target
+   * cache's fill can follow it chunk by chunk): where a group's slots are exactly the cache's chunks (cgroup_steps x
+   * n_envs = a multiple of the chunk, the ring rows a multiple of cgroup_steps, the epoch's first row too), the train
+   * stream fills a group's cache rows once the group's event fires, beside the next groups, instead of all rows after
+   * the last (FH_COLLECT_GROUPS=0: one group, the fill after it) */
+  int32_t cgroup_steps = 0;
+  std::vector<cudaGraphExec_t> g_collect;
+  std::vector<cudaEvent_t> e_cgroup;
+  cudaGraphExec_t g_eval = nullptr;
   /* collect-ahead (FH_COLLECT_AHEAD=0 off; on with the fused evaluation, which runs on a stream and workspace of
    * its own): right after an epoch's training, the next epoch's collection (and its target-cache rows) runs on the
    * collect stream beside this epoch's evaluation, which occupies one cluster of SMs per 16 segments and leaves the
@@ -248,19 +256,32 @@ static fh_status set_device(fh_trainer* t) {
 static cudaStream_t collect_stream(fh_trainer* t) { return t->net.pass[1].s; }
 static cudaStream_t train_stream(fh_trainer* t) { return t->net.pass[0].s; }
 
-/* T collection steps on the collect stream: observe once, then per step the online forward (N rows,
- * expected Q) and one fused launch (epsilon-greedy + env step + replay row + observe of the new state). */
-static fh_status launch_collect(fh_trainer* t) {
+/* Collection steps i0 .. i1 - 1 of the T on the collect stream: observe once first (i0 = 0), then per step the online
+ * forward (N rows, expected Q) and one fused launch (epsilon-greedy + env step + replay row + observe of the new
+ * state), and after step T - 1 the counter and the tree. */
+static fh_status launch_collect_steps(fh_trainer* t, int32_t i0, int32_t i1) {
   cudaStream_t s = collect_stream(t);
-  const int32_t N = t->cfg.n_envs, D = t->obs_dim;
+  const int32_t N = t->cfg.n_envs, D = t->obs_dim, T = t->cfg.episode_len;
   void* obs = t->net.pass[1].x;
-  FH_TRY(fh_launch_env_observe(t->envs, t->dm, t->net.op, obs, D, s));
-  for (int32_t i = 0; i < t->cfg.episode_len; ++i) {
+  if (i0 == 0) FH_TRY(fh_launch_env_observe(t->envs, t->dm, t->net.op, obs, D, s));
+  for (int32_t i = i0; i < i1; ++i) {
     FH_TRY(fh_net_forward(&t->net, 1, 0, N, 1));
     FH_TRY(fh_launch_env_act_step_observe(t->envs, t->dm, &t->replay, t->net.pass[1].q, t->net.nq, i, t->net.op, obs, D,
                                           s));
   }
-  return fh_launch_collect_end(t->envs, &t->replay, t->cfg.episode_len, s);
+  return i1 == T ? fh_launch_collect_end(t->envs, &t->replay, T, s) : FH_OK;
+}
+
+/* The steps of collection group k (cgroup_steps each, the last maybe fewer). */
+static void collect_group_steps(const fh_trainer* t, int32_t k, int32_t* i0, int32_t* i1) {
+  const int32_t T = t->cfg.episode_len, cs = t->cgroup_steps > 0 ? t->cgroup_steps : T;
+  *i0 = k * cs;
+  *i1 = *i0 + cs < T ? *i0 + cs : T;
+}
+static fh_status launch_collect_group(fh_trainer* t, int32_t k) {
+  int32_t i0, i1;
+  collect_group_steps(t, k, &i0, &i1);
+  return launch_collect_steps(t, i0, i1);
 }
 
 /* Train-step variants: one captured graph per combination the epoch loop uses (step_flags). */
@@ -434,6 +455,30 @@ static fh_status fill_target_cache_rows(fh_trainer* t, int64_t row0, int64_t nro
   return nrows > first ? fill_target_cache(t, 0, (nrows - first) * N) : FH_OK;
 }
 
+/* This epoch's collection (its first collection row row0: the counter at its start) on the collect stream, group by
+ * group (cgroup_steps), each group's end recorded; and the target-cache rows of the slots it writes on the train
+ * stream: each group's right after the group, beside the next groups, where row0 lines the groups up with the cache's
+ * chunks (each group's slots are then one chunk of the ring), else all of them after the last group. The caller joins
+ * the collection's end to the train stream. */
+static fh_status collect_and_fill(fh_trainer* t, int64_t row0) {
+  cudaStream_t sc = collect_stream(t), st = train_stream(t);
+  const int32_t n = (int32_t)t->e_cgroup.size();
+  for (int32_t k = 0; k < n; ++k) {
+    if (!t->g_collect.empty()) TR_CUDA(t, cudaGraphLaunch(t->g_collect[(size_t)k], sc), "collection graph launch");
+    else TR_TRY(t, launch_collect_group(t, k), "collection");
+    TR_CUDA(t, cudaEventRecord(t->e_cgroup[(size_t)k], sc), "collection group end");
+  }
+  if (!t->tcache.on) return FH_OK;
+  const bool each = t->cgroup_steps > 0 && row0 % t->cgroup_steps == 0;
+  for (int32_t k = each ? 0 : n - 1; k < n; ++k) {
+    int32_t i0 = 0, i1 = t->cfg.episode_len;
+    if (each) collect_group_steps(t, k, &i0, &i1);
+    TR_CUDA(t, cudaStreamWaitEvent(st, t->e_cgroup[(size_t)k], 0), "target cache wait");
+    TR_TRY(t, fill_target_cache_rows(t, row0 + i0, i1 - i0), "target cache");
+  }
+  return FH_OK;
+}
+
 /* After a change of the target's weights (hard update, set_params, checkpoint load): the first-layer table
  * again, then every row of the target cache. */
 static fh_status refresh_target_p1(fh_trainer* t) {
@@ -462,7 +507,7 @@ static fh_status settle_ahead(fh_trainer* t) {
 }
 
 typedef fh_status (*fh_seq_fn)(fh_trainer*, int);
-static fh_status seq_collect(fh_trainer* t, int) { return launch_collect(t); }
+static fh_status seq_collect(fh_trainer* t, int k) { return launch_collect_group(t, k); }
 static fh_status seq_train(fh_trainer* t, int flags) { return launch_train_step(t, (unsigned)flags); }
 static fh_status seq_eval(fh_trainer* t, int) { return launch_eval(t); }
 /* a step group's key: its length and every step's TS_* flags (6 bits each, at most 8 steps) */
@@ -506,9 +551,11 @@ static void destroy_all(fh_trainer* t) {
   if (!t) return;
   cudaSetDevice(t->device);
   cudaDeviceSynchronize();
-  cudaGraphExec_t gs[] = {t->g_collect, t->g_eval};
-  for (auto g : gs)
+  for (auto g : t->g_collect)
     if (g) cudaGraphExecDestroy(g);
+  if (t->g_eval) cudaGraphExecDestroy(t->g_eval);
+  for (auto e : t->e_cgroup)
+    if (e) cudaEventDestroy(e);
   for (auto g : t->g_step)
     if (g) cudaGraphExecDestroy(g);
   for (auto& g : t->g_group)
@@ -680,6 +727,19 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   TR_TRY(t, fh_target_p1_setup(&t->tp1, &t->net, t->dm.view, c.window, c), "target first-layer table");
   TR_TRY(t, fh_target_cache_setup(&t->tcache, &t->net, t->tp1, t->replay.capacity, t->batch, c), "target cache");
   TR_TRY(t, fill_target_cache(t, 0, t->replay.capacity), "target cache");
+  {
+    /* the collection's groups: each group's slots one chunk of the cache's fill (the ring's rows a multiple of the
+     * group), so that each chunk can be filled as soon as its group is through */
+    const int32_t N = c.n_envs, T = c.episode_len;
+    int32_t cs = 0;
+    if (t->tcache.on && !fh_env_is("FH_COLLECT_GROUPS", "0") && N > 0 && t->tcache.chunk % N == 0) {
+      cs = t->tcache.chunk / N;
+      if (cs >= T || t->replay.rows % cs != 0) cs = 0;
+    }
+    t->cgroup_steps = cs;
+    t->e_cgroup.assign(cs > 0 ? (size_t)((T + cs - 1) / cs) : 1, nullptr);
+    for (auto& e : t->e_cgroup) TR_CUDA(t, cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event creation");
+  }
   TR_TRY(t, fh_cuda_batch_alloc(t->cap, &t->bb[0]), "batch allocation");
   t->have_bb[0] = true;
   t->xs[0] = t->net.pass[0].x;
@@ -775,7 +835,9 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
 
   FH_TRY(warm_up(t));
   if (c.use_graphs) {
-    FH_TRY(capture(t, collect_stream(t), seq_collect, 0, &t->g_collect, "collection graph capture"));
+    t->g_collect.assign(t->e_cgroup.size(), nullptr);
+    for (size_t k = 0; k < t->g_collect.size(); ++k)
+      FH_TRY(capture(t, collect_stream(t), seq_collect, (int)k, &t->g_collect[k], "collection graph capture"));
     /* the train-step variants an epoch of train_steps steps launches (step_flags) */
     for (int32_t k = 0; k < c.train_steps; ++k)
       for (int ch = 0; ch < 4; ++ch) { /* the target changing in step k-1 (bit 0) and in step k (bit 1) */
@@ -927,7 +989,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
   if (t->net.side_sms) engine_add(out, w, ", side dW on %d SMs", t->net.side_sms);
   if (t->net.relu_masks) engine_add(out, w, ", relu masks");
-  if (t->tcache.on) engine_add(out, w, ", target cache");
+  if (t->tcache.on) engine_add(out, w, ", target cache%s", t->cgroup_steps > 0 ? " (filled by collection groups)" : "");
   if (t->target_prefetch) engine_add(out, w, ", target prefetch");
   if (t->ahead_on) engine_add(out, w, ", collect ahead%s", t->metrics_early ? " (metrics beside)" : "");
   if (t->pair) engine_add(out, w, ", paired s/s'");
@@ -963,8 +1025,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const bool collected_ahead = t->ahead_valid;
   if (!collected_ahead) {
     TR_CUDA(t, cudaEventRecord(t->e_t0, sc), "epoch start");
-    if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
-    else TR_TRY(t, launch_collect(t), "collection");
+    FH_TRY(collect_and_fill(t, t->env_step));  /* with the target cache's rows of its slots on the train stream */
     TR_CUDA(t, cudaEventRecord(t->e_t1, sc), "collection end");
   } else {
     TR_CUDA(t, cudaEventRecord(t->e_t1, st), "train start");
@@ -976,11 +1037,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   const int64_t stored = env_step_after * (int64_t)N;
   const bool can_train = S > 0 && env_step_after > c.n_step && stored >= c.learning_starts;
   const int32_t steps = can_train ? S : 0;
-  if (!collected_ahead) {
-    TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
-    /* the target cache rows of the slots this collection wrote (before any step reads them) */
-    TR_TRY(t, fill_target_cache_rows(t, t->env_step, T), "target cache");
-  }
+  if (!collected_ahead) TR_CUDA(t, cudaStreamWaitEvent(st, t->e_t1, 0), "train wait");
   /* Between launches the host reads the steps the device has recorded (mapped memory, no sync): a
    * loss or grad norm that is not finite stops the epoch early instead of after all S steps. */
   *reinterpret_cast<volatile int64_t*>(t->h_done) = t->train_step;  /* nothing of this epoch is queued yet */
@@ -1051,11 +1108,9 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
     TR_CUDA(t, cudaMemcpyAsync(t->h_eps, t->envs.epsilon, sizeof(float), cudaMemcpyDeviceToHost, sc), "flush");
     TR_CUDA(t, cudaEventRecord(t->e_a0, sc), "collect-ahead start");
     TR_TRY(t, fh_collect_backup_save(&t->ahead_bk, t->envs, t->replay, env_step_after, sc), "collect-ahead backup");
-    if (t->g_collect) TR_CUDA(t, cudaGraphLaunch(t->g_collect, sc), "collection graph launch");
-    else TR_TRY(t, launch_collect(t), "collection");
+    FH_TRY(collect_and_fill(t, env_step_after));
     TR_CUDA(t, cudaEventRecord(t->e_ac, sc), "collect-ahead end");
     TR_CUDA(t, cudaStreamWaitEvent(st, t->e_ac, 0), "collect-ahead wait");
-    TR_TRY(t, fill_target_cache_rows(t, env_step_after, T), "target cache");
     TR_CUDA(t, cudaEventRecord(t->e_a1, st), "collect-ahead end");
     TR_CUDA(t, cudaStreamWaitEvent(se, t->e_a1, 0), "collect-ahead join");
   } else {
@@ -1075,7 +1130,9 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   auto wall_evq = wall_flush;
   if (t->metrics_early && go_ahead && t->ev.n_seg > 0) {
     cudaError_t q;
-    while ((q = cudaEventQuery(t->e_ev)) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::microseconds(10));
+    /* yielding, not sleeping: a sleep of 10 us lasts ~60 us (the kernel's timer slack), which the metrics would then
+     * start late by */
+    while ((q = cudaEventQuery(t->e_ev)) == cudaErrorNotReady) std::this_thread::yield();
     wall_evq = std::chrono::steady_clock::now();
     if (q == cudaSuccess) {
       fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &val_early);
