@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <chrono>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -173,60 +174,104 @@ static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
   *out = t;
 }
 
-void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital, fh_metrics* out) {
-  (void)host;
+/* Session PnL: each session's bookings in bar order (the bars' sessions never decrease, so the current session's sum
+ * is kept in a register and stored when the session changes), then each segment's final flatten into the session of
+ * its last bar. The bar's own booking is added even where it is 0 (the sums' bits stay, see above). */
+static void fh_eval_session_sums(const fh_cuda_eval& ev, std::vector<double>* out) {
+  std::vector<double>& session = *out;
+  session.assign((size_t)ev.n_sessions, 0.0);
   const int64_t V = ev.n_val;
-  /* the trade counters on a thread of their own beside the session and equity sums below (they read the same
-   * records and write nothing shared); inline when no thread can be had */
-  fh_trade_sums ts;
-  std::thread worker;
-  try {
-    worker = std::thread(fh_eval_trade_sums, std::cref(ev), &ts);
-  } catch (...) {
-    fh_eval_trade_sums(ev, &ts);
-  }
-  /* session PnL (each session's bookings in time order, its final flatten after the loop) and the equity path (per
-   * bar the step booked to it, then the flatten booked to it: segment k's at its last bar). The bar's own booking is
-   * added even where it is 0 (no data-dependent branch; the sums' bits stay, see above), the flattens only where
-   * they are not */
-  std::vector<double> session((size_t)ev.n_sessions, 0.0);
-  double total = 0.0, equity = 0.0, peak = 0.0, dd = 0.0, dd_pct = 0.0;
-  auto book = [&](double x) {
-    total += x;
-    equity += x;
-    peak = equity > peak ? equity : peak;
-    const double d = peak - equity;
-    dd = d > dd ? d : dd;
-    if (d > 0.0) {
-      const double pct = d / (initial_capital + peak) * 100.0;
-      dd_pct = pct > dd_pct ? pct : dd_pct;
-    }
-  };
-  int32_t k = 0; /* the first segment whose last bar is at or after the bar */
-  /* the current session's sum in a register (the bars' sessions never decrease), stored when the session changes */
   int32_t cur = V > 0 ? ev.h_session_of[0] : 0;
   double cur_sum = 0.0;
   for (int64_t i = 0; i < V; ++i) {
-    const double x = ev.h_bar_rec[i].pnl;
     if (ev.h_session_of[i] != cur) {
       session[(size_t)cur] += cur_sum;
       cur = ev.h_session_of[i];
       cur_sum = 0.0;
     }
-    cur_sum += x;
-    book(x);
-    const int64_t bar = ev.val_begin + i;
-    while (k < ev.n_seg && ev.h_seg_end[k] - 1 < bar) ++k;
-    if (k < ev.n_seg && ev.h_seg_end[k] - 1 == bar && ev.h_flat_rec[k].pnl != 0.0) book(ev.h_flat_rec[k].pnl);
+    cur_sum += ev.h_bar_rec[i].pnl;
   }
   if (V > 0) session[(size_t)cur] += cur_sum;
   for (int32_t s = 0; s < ev.n_seg; ++s) {
     const int64_t last = ev.h_seg_end[s] - 1 - ev.val_begin;
     session[(size_t)ev.h_session_of[last]] += ev.h_flat_rec[s].pnl;
   }
-  if (worker.joinable()) worker.join();
+}
+
+/* The parts of the metrics beside each other: the trade sums and the session sums on threads of their own (they read
+ * the same records and write nothing shared), the equity path on the caller's; FH_EVAL_METRICS_THREADS=2: the session
+ * sums on the caller's too, =1: everything there (A/B). A part whose thread cannot be had runs on the caller's.
+ * FH_EPOCH_TIMING=1 prints each part's time. */
+void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital, fh_metrics* out) {
+  (void)host;
+  using clk = std::chrono::steady_clock;
+  static const int threads = fh_env_is("FH_EVAL_METRICS_THREADS", "1") ? 1 : fh_env_is("FH_EVAL_METRICS_THREADS", "2") ? 2 : 3;
+  static const bool timing = fh_env_is("FH_EPOCH_TIMING", "1");
+  const auto t0 = clk::now();
+  const int64_t V = ev.n_val;
+  fh_trade_sums ts;
+  std::vector<double> session;
+  double ms_trades = 0.0, ms_sessions = 0.0;
+  auto trades = [&] {
+    const auto a = clk::now();
+    fh_eval_trade_sums(ev, &ts);
+    ms_trades = std::chrono::duration<double, std::milli>(clk::now() - a).count();
+  };
+  auto sessions = [&] {
+    const auto a = clk::now();
+    fh_eval_session_sums(ev, &session);
+    ms_sessions = std::chrono::duration<double, std::milli>(clk::now() - a).count();
+  };
+  std::thread w_trades, w_sessions;
+  if (threads >= 2) {
+    try {
+      w_trades = std::thread(trades);
+    } catch (...) {
+    }
+  }
+  if (threads >= 3) {
+    try {
+      w_sessions = std::thread(sessions);
+    } catch (...) {
+    }
+  }
+  if (!w_trades.joinable()) trades();
+  if (!w_sessions.joinable()) sessions();
+  /* the equity path: per bar the step booked to it, then the flatten booked to it (segment k's at its last bar; only
+   * where it is not 0). The drawdown's percentage, d / (capital + peak) * 100, is a division a bar; it is computed only
+   * where it can exceed the largest so far: d * 100 >= dd_pct * (capital + peak) * (1 - 1e-9) holds wherever the
+   * rounded quotient is larger (the two sides' rounding is ~1e-16 relative), so the maximum is the same value */
+  const auto t_eq = clk::now();
+  double equity = 0.0, peak = 0.0, dd = 0.0, dd_pct = 0.0;
+  auto book = [&](double x) {
+    equity += x;
+    peak = equity > peak ? equity : peak;
+    const double d = peak - equity;
+    dd = d > dd ? d : dd;
+    const double q = initial_capital + peak;
+    if (d > 0.0 && d * 100.0 >= dd_pct * q * (1.0 - 1e-9)) {
+      const double pct = d / q * 100.0;
+      dd_pct = pct > dd_pct ? pct : dd_pct;
+    }
+  };
+  /* segment by segment (their last bars ascending: consecutive bar ranges): the bars up to segment k's last, then its
+   * flatten; the bars after the last segment's */
+  int64_t i = 0;
+  for (int32_t k = 0; k < ev.n_seg; ++k) {
+    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin;
+    for (; i <= last && i < V; ++i) book(ev.h_bar_rec[i].pnl);
+    if (last >= 0 && last < V && ev.h_flat_rec[k].pnl != 0.0) book(ev.h_flat_rec[k].pnl);
+  }
+  for (; i < V; ++i) book(ev.h_bar_rec[i].pnl);
+  const double ms_equity = std::chrono::duration<double, std::milli>(clk::now() - t_eq).count();
+  if (w_trades.joinable()) w_trades.join();
+  if (w_sessions.joinable()) w_sessions.join();
+  if (timing)
+    fprintf(stderr, "evaluation metrics ms: %.3f in all (%d threads): equity path %.3f, sessions %.3f, trades %.3f\n",
+            std::chrono::duration<double, std::milli>(clk::now() - t0).count(), threads, ms_equity, ms_sessions,
+            ms_trades);
   const double gp = ts.gp, gl = ts.gl;
-  const int64_t trades = ts.trades, won = ts.won, contracts = ts.contracts;
+  const int64_t trades_n = ts.trades, won = ts.won, contracts = ts.contracts;
   const double annual = sqrt(252.0);
   const size_t ns = session.size();
   double sum = 0.0, down = 0.0;
@@ -248,9 +293,9 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
   out->max_drawdown = dd;
   out->max_drawdown_pct = dd_pct;
   out->profit_factor = gl > 0.0 ? gp / gl : NAN;
-  out->total_pnl = total;
-  out->trades = (double)trades;
-  out->win_rate = trades > 0 ? (double)won / (double)trades : NAN;
+  out->total_pnl = equity; /* the same additions as the equity path's */
+  out->trades = (double)trades_n;
+  out->win_rate = trades_n > 0 ? (double)won / (double)trades_n : NAN;
   out->turnover = V > 0 ? (double)contracts / (double)V : 0.0;
   out->sessions = (double)ns;
 }

@@ -1130,9 +1130,7 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   auto wall_evq = wall_flush;
   if (t->metrics_early && go_ahead && t->ev.n_seg > 0) {
     cudaError_t q;
-    /* yielding, not sleeping: a sleep of 10 us lasts ~60 us (the kernel's timer slack), which the metrics would then
-     * start late by */
-    while ((q = cudaEventQuery(t->e_ev)) == cudaErrorNotReady) std::this_thread::yield();
+    while ((q = cudaEventQuery(t->e_ev)) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::microseconds(10));
     wall_evq = std::chrono::steady_clock::now();
     if (q == cudaSuccess) {
       fh_cuda_eval_finalise(t->ev, &t->hm.m, c.initial_capital, &val_early);
