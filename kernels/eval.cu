@@ -9,6 +9,7 @@
  *   eval_step_observe  warp/segment  greedy step i (lane 0) + obs of the new state: 1 launch per step
  *   eval_finish    (S) threads   fh_env_flatten -> flat_rec (=)
  *   eval_fixed     (S) threads   reset + all steps + finish with a fixed action (baselines)
+ *   eval_split     grid-stride   the read-back's columns of bar_rec: pnl, step-major grosses, trade counters
  */
 #include "eval_device.cuh"
 
@@ -188,9 +189,49 @@ fh_status fh_launch_eval_fixed(const fh_cuda_eval& ev, fh_eval_policy policy, cu
   return FH_OK;
 }
 
+/* The read-back's columns of bar_rec (eval.h): pnl in bar order; the gross profit and loss step-major (step i of
+ * segment k at i * S + k, zero past the segment's last step); the trade counters over every step's record, summed per
+ * warp and added into counts (zeroed first; integers, so the order does not matter). */
+static __global__ void eval_split_kernel(const fh_eval_rec* __restrict__ rec, int64_t V,
+                                         const int32_t* __restrict__ seg_begin, const int32_t* __restrict__ seg_end,
+                                         int32_t S, int32_t steps, int64_t val_begin, double* __restrict__ pnl,
+                                         double2* __restrict__ gross, unsigned long long* __restrict__ counts) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x, g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  for (int64_t i = g; i < V; i += stride) pnl[i] = rec[i].pnl;
+  long long c[3] = {0, 0, 0};
+  const int64_t n = (int64_t)steps * S;
+  for (int64_t j = g; j < n; j += stride) {
+    const fh_eval_rec* r = fh_eval_step_record(rec, seg_begin, seg_end, S, val_begin, j);
+    double2 v = make_double2(0.0, 0.0);
+    if (r) {
+      v = make_double2(r->gross_profit, r->gross_loss);
+      c[0] += r->closed;
+      c[1] += r->won;
+      c[2] += r->traded;
+    }
+    gross[j] = v;
+  }
+#pragma unroll
+  for (int q = 0; q < 3; ++q) {
+    for (int o = 16; o > 0; o >>= 1) c[q] += __shfl_down_sync(0xffffffffu, c[q], o);
+    if ((threadIdx.x & 31) == 0 && c[q] != 0) atomicAdd(&counts[q], (unsigned long long)c[q]);
+  }
+}
+
 fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s) {
-  FH_CUDA_TRY(cudaMemcpyAsync(ev.h_bar_rec, ev.bar_rec, sizeof(fh_eval_rec) * (size_t)ev.n_val,
-                              cudaMemcpyDeviceToHost, s));
+  const int64_t n = (int64_t)ev.max_steps * ev.n_seg, m = n > ev.n_val ? n : ev.n_val;
+  FH_CUDA_TRY(cudaMemsetAsync(ev.counts, 0, 3 * sizeof(unsigned long long), s));
+  if (m > 0) {
+    const int64_t blocks = CEIL_DIV(m, 256) < 1024 ? CEIL_DIV(m, 256) : 1024;
+    eval_split_kernel<<<(unsigned)blocks, 256, 0, s>>>(ev.bar_rec, ev.n_val, ev.seg_begin, ev.seg_end,
+                                                                 ev.n_seg, ev.max_steps, ev.val_begin, ev.pnl, ev.gross,
+                                                                 ev.counts);
+    FH_LAUNCH_CHECK();
+  }
+  FH_CUDA_TRY(cudaMemcpyAsync(ev.h_pnl, ev.pnl, sizeof(double) * (size_t)ev.n_val, cudaMemcpyDeviceToHost, s));
+  if (n > 0)
+    FH_CUDA_TRY(cudaMemcpyAsync(ev.h_gross, ev.gross, sizeof(double2) * (size_t)n, cudaMemcpyDeviceToHost, s));
+  FH_CUDA_TRY(cudaMemcpyAsync(ev.h_counts, ev.counts, 3 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s));
   FH_CUDA_TRY(cudaMemcpyAsync(ev.h_flat_rec, ev.flat_rec, sizeof(fh_eval_rec) * (size_t)ev.n_seg,
                               cudaMemcpyDeviceToHost, s));
   return FH_OK;

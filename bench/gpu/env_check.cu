@@ -317,7 +317,7 @@ int main() {
       FK(fh_launch_eval_readback(ev, s)); CK(cudaStreamSynchronize(s));
       fh_metrics g, h; fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &g);
       std::vector<fh_eval_rec> br, fr; host_eval(policy, br, fr, &qs);
-      memcpy(ev.h_bar_rec, br.data(), br.size() * sizeof(fh_eval_rec)); memcpy(ev.h_flat_rec, fr.data(), fr.size() * sizeof(fh_eval_rec));
+      fh_cuda_eval_split_host(ev, br.data(), fr.data());
       fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &h);
       char msg[300]; const char* nm[3] = {"greedy", "flat", "buy-and-hold"};
       snprintf(msg, sizeof msg, "%s metrics identical to the host (sharpe %.4f, pnl %.2f, trades %.0f, turnover %.4f, max_dd %.2f)", nm[policy], g.sharpe, g.total_pnl, g.trades, g.turnover, g.max_drawdown);
@@ -333,7 +333,7 @@ int main() {
       FK(fh_launch_eval_readback(ev, s)); CK(cudaStreamSynchronize(s));
       fh_metrics g, h; fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &g);
       std::vector<fh_eval_rec> br, fr; host_eval(0, br, fr, &qs);
-      memcpy(ev.h_bar_rec, br.data(), br.size() * sizeof(fh_eval_rec)); memcpy(ev.h_flat_rec, fr.data(), fr.size() * sizeof(fh_eval_rec));
+      fh_cuda_eval_split_host(ev, br.data(), fr.data());
       fh_cuda_eval_finalise(ev, &hm.m, cfg.initial_capital, &h);
       check(metrics_equal(g, h), "greedy metrics via the fused step+observe kernel identical to the host");
     }

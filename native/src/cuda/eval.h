@@ -88,11 +88,27 @@ struct fh_cuda_eval {
   fh_env_state* state;    /* (S) */
   fh_eval_rec* bar_rec;   /* (n_val) the step booked to bar val_begin + i (zero where none) */
   fh_eval_rec* flat_rec;  /* (S) the final flatten of each segment */
-  fh_eval_rec* h_bar_rec; /* (n_val) pinned mirror */
+  /* the read-back (fh_launch_eval_readback): bar_rec's columns as the metrics read them, and their pinned mirrors */
+  double* pnl;            /* (n_val) device: bar_rec's pnl, bar order */
+  double2* gross;         /* (max_steps * S) device: the gross profit (x) and loss (y) of step i of segment k at
+                             i * S + k (step-major, the order the reference sums them in), zero past a segment's end */
+  unsigned long long* counts; /* (3) device: trades closed, won, contracts traded, summed over every step's record */
+  double* h_pnl;
+  double2* h_gross;
+  unsigned long long* h_counts;
   fh_eval_rec* h_flat_rec;/* (S) pinned mirror */
   fh_eval_fused fused;    /* fused evaluation (fh_eval_fused_setup); freed by fh_cuda_eval_free */
   float* q_log;           /* tests only, NULL otherwise: (max_steps, S, sum n_d) expected Q of every step */
 };
+
+/* Slot j of the read-back's step-major gross columns: the record of step j / S of segment j % S (booked to the bar
+ * after the step's), or NULL past that segment's last step. The device's split (fh_launch_eval_readback) and the
+ * host's (fh_cuda_eval_split_host) both read through it. */
+FH_HD const fh_eval_rec* fh_eval_step_record(const fh_eval_rec* bar_rec, const int32_t* seg_begin,
+                                            const int32_t* seg_end, int32_t S, int64_t val_begin, int64_t j) {
+  const int32_t i = (int32_t)(j / S), k = (int32_t)(j % S);
+  return i < seg_end[k] - seg_begin[k] - 1 ? bar_rec + (seg_begin[k] + 1 + i - val_begin) : nullptr;
+}
 
 /* Cuts the validation range of the host market into segments (evalSegments) and allocates.
  * Needs val_begin >= window - 1 (features are causal: the window may reach before val_begin). */
@@ -114,8 +130,12 @@ fh_status fh_launch_eval_step_observe(const fh_cuda_eval& ev, const float* q, in
 fh_status fh_launch_eval_finish(const fh_cuda_eval& ev, cudaStream_t s);
 /* A whole evaluation of a fixed policy (FH_EVAL_FLAT or FH_EVAL_BUY_HOLD): reset, steps, finish. */
 fh_status fh_launch_eval_fixed(const fh_cuda_eval& ev, fh_eval_policy policy, cudaStream_t s);
-/* Async copies of the records into the pinned mirrors (record an event after it). */
+/* The records' columns the metrics read (pnl, the step-major grosses, the trade counters: one split kernel) and the
+ * flattens, copied async into the pinned mirrors (record an event after it). */
 fh_status fh_launch_eval_readback(const fh_cuda_eval& ev, cudaStream_t s);
+/* Host: the same columns of host records bar_rec (n_val) and flat_rec (S) into the pinned mirrors, as the split and
+ * read-back leave them (checks that feed the metrics with records of their own). */
+void fh_cuda_eval_split_host(const fh_cuda_eval& ev, const fh_eval_rec* bar_rec, const fh_eval_rec* flat_rec);
 
 /* Decide and set up the fused evaluation for the online net of `net` (after fh_net_create): want < 0
  * reads FH_EVAL_FUSED (unset or not "0": on), 0 = off, 1 = on. Off in fp32 (deterministic) mode and

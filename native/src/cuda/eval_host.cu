@@ -30,8 +30,15 @@ static fh_status eval_alloc(fh_cuda_eval* ev) {
   FH_CUDA_TRY(cudaMemset(ev->state, 0, sizeof(fh_env_state) * S));
   FH_CUDA_TRY(cudaMalloc(&ev->bar_rec, sizeof(fh_eval_rec) * V));
   FH_CUDA_TRY(cudaMalloc(&ev->flat_rec, sizeof(fh_eval_rec) * S));
-  FH_CUDA_TRY(cudaMallocHost(&ev->h_bar_rec, sizeof(fh_eval_rec) * V));
   FH_CUDA_TRY(cudaMallocHost(&ev->h_flat_rec, sizeof(fh_eval_rec) * S));
+  const size_t G = (size_t)ev->max_steps * S > 0 ? (size_t)ev->max_steps * S : 1;
+  FH_CUDA_TRY(cudaMalloc(&ev->pnl, sizeof(double) * V));
+  FH_CUDA_TRY(cudaMalloc(&ev->gross, sizeof(double2) * G));
+  FH_CUDA_TRY(cudaMalloc(&ev->counts, sizeof(unsigned long long) * 3));
+  FH_CUDA_TRY(cudaMallocHost(&ev->h_pnl, sizeof(double) * V));
+  FH_CUDA_TRY(cudaMallocHost(&ev->h_gross, sizeof(double2) * G));
+  FH_CUDA_TRY(cudaMallocHost(&ev->h_counts, sizeof(unsigned long long) * 3));
+
   return FH_OK;
 }
 
@@ -106,8 +113,13 @@ void fh_cuda_eval_free(fh_cuda_eval* ev) {
   cudaFree(ev->state);
   cudaFree(ev->bar_rec);
   cudaFree(ev->flat_rec);
-  cudaFreeHost(ev->h_bar_rec);
   cudaFreeHost(ev->h_flat_rec);
+  cudaFree(ev->pnl);
+  cudaFree(ev->gross);
+  cudaFree(ev->counts);
+  cudaFreeHost(ev->h_pnl);
+  cudaFreeHost(ev->h_gross);
+  cudaFreeHost(ev->h_counts);
   free(ev->h_seg_begin);
   free(ev->h_seg_end);
   free(ev->h_session_of);
@@ -137,41 +149,55 @@ fh_status fh_eval_fused_profile_print(const fh_cuda_eval& ev, FILE* out, const c
   return FH_OK;
 }
 
-/* The evaluation's metrics from the read-back records. A booking of exactly 0 changes nothing: a double sum that
+/* The evaluation's metrics from the read-back columns. A booking of exactly 0 changes nothing: a double sum that
  * starts at +0 never holds -0 (+0 + -0 = +0, and x + -x rounds to +0), and adding +-0 to any other value leaves its
  * bits; equity, peak and the drawdowns stay, and their maxima were taken at that state already. So a zero booking
  * may be added or skipped alike.
  *
- * The trade counters (integers, any order) and the gross sums, which the reference takes step-major (step i of every
- * segment in segment order, then step i + 1, ..., then the flattens in segment order): one walk in that order over
- * every step's record, the zero grosses of the records that close no trade added too (no branch, no list to sort).
- * Consecutive steps of a segment are neighbours in memory, so the walk keeps about one cache line per segment in use
- * (bench/RESULTS.md: ~4x faster than keeping the nonzero records and sorting them by step). */
+ * The trade counters (integers, summed on the device: any order) and the gross sums, which the reference takes
+ * step-major (step i of every segment in segment order, then step i + 1, ..., then the flattens in segment order):
+ * the device lays the steps' grosses out in that order (zero past a segment's end, and where a step closes no trade),
+ * so they are one pass over consecutive memory here. */
 struct fh_trade_sums {
   double gp = 0.0, gl = 0.0;
   int64_t trades = 0, won = 0, contracts = 0;
-  void add(const fh_eval_rec& r) {
-    trades += r.closed;
-    won += r.won;
-    contracts += r.traded;
-    gp += r.gross_profit;
-    gl += r.gross_loss;
-  }
 };
 static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
   fh_trade_sums t;
-  const int32_t S = ev.n_seg;
-  std::vector<const fh_eval_rec*> seg((size_t)S);
-  std::vector<int32_t> len((size_t)S);
-  for (int32_t k = 0; k < S; ++k) {
-    seg[(size_t)k] = ev.h_bar_rec + (ev.h_seg_begin[k] + 1 - ev.val_begin);
-    len[(size_t)k] = (int32_t)(ev.h_seg_end[k] - ev.h_seg_begin[k] - 1);
+  t.trades = (int64_t)ev.h_counts[0];
+  t.won = (int64_t)ev.h_counts[1];
+  t.contracts = (int64_t)ev.h_counts[2];
+  const int64_t n = (int64_t)ev.max_steps * ev.n_seg;
+  for (int64_t j = 0; j < n; ++j) {
+    t.gp += ev.h_gross[j].x;
+    t.gl += ev.h_gross[j].y;
   }
-  for (int32_t i = 0; i < ev.max_steps; ++i)
-    for (int32_t k = 0; k < S; ++k)
-      if (i < len[(size_t)k]) t.add(seg[(size_t)k][i]);
-  for (int32_t k = 0; k < S; ++k) t.add(ev.h_flat_rec[k]);
+  for (int32_t k = 0; k < ev.n_seg; ++k) {
+    const fh_eval_rec& r = ev.h_flat_rec[k];
+    t.trades += r.closed;
+    t.won += r.won;
+    t.contracts += r.traded;
+    t.gp += r.gross_profit;
+    t.gl += r.gross_loss;
+  }
   *out = t;
+}
+
+void fh_cuda_eval_split_host(const fh_cuda_eval& ev, const fh_eval_rec* bar_rec, const fh_eval_rec* flat_rec) {
+  for (int64_t i = 0; i < ev.n_val; ++i) ev.h_pnl[i] = bar_rec[i].pnl;
+  long long c[3] = {0, 0, 0};
+  const int64_t n = (int64_t)ev.max_steps * ev.n_seg;
+  for (int64_t j = 0; j < n; ++j) {
+    const fh_eval_rec* r = fh_eval_step_record(bar_rec, ev.h_seg_begin, ev.h_seg_end, ev.n_seg, ev.val_begin, j);
+    ev.h_gross[j] = r ? make_double2(r->gross_profit, r->gross_loss) : make_double2(0.0, 0.0);
+    if (r) {
+      c[0] += r->closed;
+      c[1] += r->won;
+      c[2] += r->traded;
+    }
+  }
+  for (int q = 0; q < 3; ++q) ev.h_counts[q] = (unsigned long long)c[q];
+  memcpy(ev.h_flat_rec, flat_rec, sizeof(fh_eval_rec) * (size_t)ev.n_seg);
 }
 
 /* Session PnL: each session's bookings in bar order (the bars' sessions never decrease, so the current session's sum
@@ -189,7 +215,7 @@ static void fh_eval_session_sums(const fh_cuda_eval& ev, std::vector<double>* ou
       cur = ev.h_session_of[i];
       cur_sum = 0.0;
     }
-    cur_sum += ev.h_bar_rec[i].pnl;
+    cur_sum += ev.h_pnl[i];
   }
   if (V > 0) session[(size_t)cur] += cur_sum;
   for (int32_t s = 0; s < ev.n_seg; ++s) {
@@ -238,31 +264,32 @@ void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double
   if (!w_trades.joinable()) trades();
   if (!w_sessions.joinable()) sessions();
   /* the equity path: per bar the step booked to it, then the flatten booked to it (segment k's at its last bar; only
-   * where it is not 0). The drawdown's percentage, d / (capital + peak) * 100, is a division a bar; it is computed only
-   * where it can exceed the largest so far: d * 100 >= dd_pct * (capital + peak) * (1 - 1e-9) holds wherever the
-   * rounded quotient is larger (the two sides' rounding is ~1e-16 relative), so the maximum is the same value */
+   * where it is not 0), segment by segment (their last bars ascending: consecutive bar ranges). The drawdown's
+   * percentage, d / (capital + peak) * 100, is a division a booking; it is computed only where it can exceed the
+   * largest so far: d * 100 >= dd_pct * (capital + peak) * (1 - 1e-9) holds wherever the rounded quotient is larger
+   * (the two sides' rounding is ~1e-16 relative), so the maximum is the same value */
   const auto t_eq = clk::now();
   double equity = 0.0, peak = 0.0, dd = 0.0, dd_pct = 0.0;
-  auto book = [&](double x) {
+  const double cap = initial_capital;
+  auto book = [&equity, &peak, &dd, &dd_pct, cap](double x) {
     equity += x;
     peak = equity > peak ? equity : peak;
     const double d = peak - equity;
     dd = d > dd ? d : dd;
-    const double q = initial_capital + peak;
+    const double q = cap + peak;
     if (d > 0.0 && d * 100.0 >= dd_pct * q * (1.0 - 1e-9)) {
       const double pct = d / q * 100.0;
       dd_pct = pct > dd_pct ? pct : dd_pct;
     }
   };
-  /* segment by segment (their last bars ascending: consecutive bar ranges): the bars up to segment k's last, then its
-   * flatten; the bars after the last segment's */
   int64_t i = 0;
   for (int32_t k = 0; k < ev.n_seg; ++k) {
-    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin;
-    for (; i <= last && i < V; ++i) book(ev.h_bar_rec[i].pnl);
+    const int64_t last = ev.h_seg_end[k] - 1 - ev.val_begin, end = last + 1 < V ? last + 1 : V;
+    const double* pnl = ev.h_pnl;
+    for (; i < end; ++i) book(pnl[i]);
     if (last >= 0 && last < V && ev.h_flat_rec[k].pnl != 0.0) book(ev.h_flat_rec[k].pnl);
   }
-  for (; i < V; ++i) book(ev.h_bar_rec[i].pnl);
+  for (; i < V; ++i) book(ev.h_pnl[i]);
   const double ms_equity = std::chrono::duration<double, std::milli>(clk::now() - t_eq).count();
   if (w_trades.joinable()) w_trades.join();
   if (w_sessions.joinable()) w_sessions.join();
