@@ -183,6 +183,7 @@ static void fh_eval_trade_sums(const fh_cuda_eval& ev, fh_trade_sums* out) {
   *out = t;
 }
 
+/* The host's mirror of the read-back's split (kernels/eval.cu eval_split_kernel), through the same step record. */
 void fh_cuda_eval_split_host(const fh_cuda_eval& ev, const fh_eval_rec* bar_rec, const fh_eval_rec* flat_rec) {
   for (int64_t i = 0; i < ev.n_val; ++i) ev.h_pnl[i] = bar_rec[i].pnl;
   long long c[3] = {0, 0, 0};
@@ -255,7 +256,7 @@ static void fh_eval_session_sums(const fh_cuda_eval& ev, std::vector<double>* ou
 }
 
 /* The parts of the metrics beside each other: the trade sums and the session sums on threads of their own (they read
- * the same records and write nothing shared), the equity path on the caller's; FH_EVAL_METRICS_THREADS=2: the session
+ * the read-back's columns and write nothing shared), the equity path on the caller's; FH_EVAL_METRICS_THREADS=2: the session
  * sums on the caller's too, =1: everything there (A/B). A part whose thread cannot be had runs on the caller's.
  * FH_EPOCH_TIMING=1 prints each part's time. */
 void fh_cuda_eval_finalise(const fh_cuda_eval& ev, const fh_market* host, double initial_capital, fh_metrics* out) {
