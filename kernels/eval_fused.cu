@@ -1125,6 +1125,9 @@ fh_status fh_eval_fused_setup(fh_cuda_eval* ev, const fh_net* net, int want) {
     P->spec_ok = ok ? 1 : 0;
   }
   f->clusters = P->n_tiles;
+  /* FH_EVAL_FUSED_PROFILE=1 (measurement): the counters of block 0's phase cycles (fh_eval_fused_profile_print) */
+  if (!f->prof && fh_env_is("FH_EVAL_FUSED_PROFILE", "1"))
+    FH_CUDA_TRY(cudaMalloc(&f->prof, FH_EVAL_NPROF * sizeof(unsigned long long)));
   f->why[0] = 0;
   f->on = 1;
   return FH_OK;

@@ -154,7 +154,8 @@ fh_status fh_launch_eval_fused(const fh_cuda_eval& ev, fh_net* net, cudaStream_t
  * what they use). */
 fh_status fh_eval_run(const fh_cuda_eval& ev, fh_net* net, cudaStream_t s = nullptr, void* ws = nullptr);
 /* FH_EVAL_FUSED_PROFILE (measurement): the fused kernel's last run, block 0's cycles per step by phase, printed to out
- * (a synchronous read of ev.fused.prof, which the caller allocated: FH_EVAL_NPROF counters). No-op without it. */
+ * (a synchronous read of ev.fused.prof, which fh_eval_fused_setup allocates with FH_EVAL_FUSED_PROFILE=1). No-op
+ * without it. */
 fh_status fh_eval_fused_profile_print(const fh_cuda_eval& ev, FILE* out, const char* prefix);
 
 /* Test entry point (exported, not in foxhunt.h): one greedy evaluation of the online weights

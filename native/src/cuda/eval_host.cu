@@ -432,9 +432,6 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
       CHK(cudaMalloc(&ev.q_log, (size_t)need * 4) == cudaSuccess ? FH_OK : FH_ERR_OUT_OF_MEMORY, "q_log allocation");
       CHK(cudaMemset(ev.q_log, 0xff, (size_t)need * 4) == cudaSuccess ? FH_OK : FH_ERR_DEVICE, "q_log init");
     }
-    const bool prof = ev.fused.on && getenv("FH_EVAL_FUSED_PROFILE") != nullptr;
-    if (prof) CHK(cudaMalloc(&ev.fused.prof, FH_EVAL_NPROF * sizeof(unsigned long long)) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
-                  "profile allocation");
     if (ev.n_seg > 0) {
       CHK(fh_eval_run(ev, &net), "evaluation");
       CHK(fh_launch_eval_readback(ev, net.pass[1].s), "read-back");
@@ -444,11 +441,7 @@ extern "C" FH_API fh_status fh_cuda_eval_check(const fh_config* cfg, const fh_ma
     if (ev.q_log)
       CHK(cudaMemcpy(q_log, ev.q_log, (size_t)need * 4, cudaMemcpyDeviceToHost) == cudaSuccess ? FH_OK : FH_ERR_DEVICE,
           "q_log read");
-    if (prof && ev.max_steps > 0) {
-      CHK(fh_eval_fused_profile_print(ev, stdout, "      "), "profile read");
-      cudaFree(ev.fused.prof);
-      ev.fused.prof = nullptr;
-    }
+    CHK(fh_eval_fused_profile_print(ev, stdout, "      "), "profile read");
     fh_cuda_eval_finalise(ev, market, cfg->initial_capital, metrics);
   }
 #undef CHK

@@ -720,10 +720,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
   TR_TRY(t, fh_net_create(&t->net, c, t->obs_dim, t->cap), "network allocation");
   t->have_net = true;
   TR_TRY(t, fh_eval_fused_setup(&t->ev, &t->net, -1), "fused evaluation setup");
-  /* FH_EVAL_FUSED_PROFILE=1 (measurement): the fused evaluation's block-0 phase cycles, printed after every epoch,
-   * so that its steps can be timed where they run, beside the next collection */
-  if (t->ev.fused.on && t->ev.n_seg > 0 && fh_env_is("FH_EVAL_FUSED_PROFILE", "1"))
-    TR_CUDA(t, cudaMalloc(&t->ev.fused.prof, FH_EVAL_NPROF * sizeof(unsigned long long)), "profile allocation");
   TR_TRY(t, fh_target_p1_setup(&t->tp1, &t->net, t->dm.view, c.window, c), "target first-layer table");
   TR_TRY(t, fh_target_cache_setup(&t->tcache, &t->net, t->tp1, t->replay.capacity, t->batch, c), "target cache");
   TR_TRY(t, fill_target_cache(t, 0, t->replay.capacity), "target cache");
@@ -1142,6 +1138,8 @@ extern "C" FH_API fh_status fh_trainer_run_epoch(fh_trainer* t, fh_epoch_stats* 
   ++host_syncs;
   const auto wall_synced = std::chrono::steady_clock::now();
   TR_CUDA(t, cudaGetLastError(), "epoch");
+  /* FH_EVAL_FUSED_PROFILE=1 (measurement): the fused evaluation's block-0 phase cycles after every epoch, timed where
+   * they run, beside the next collection */
   if (t->ev.fused.prof && bad_step < 0) {
     char prefix[48];
     snprintf(prefix, sizeof prefix, "epoch %lld ", (long long)t->epoch + 1);
