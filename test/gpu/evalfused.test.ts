@@ -2,8 +2,9 @@
  * The fused evaluation (kernels/eval_fused.cu) against the cuBLASLt loop (npm run test:gpu, on a GPU
  * host), through the native check driver's `evalfused` mode: identical bf16 weights and market, the
  * small config (C51 and plain Q) and the reference shapes (D 1032, 512/256, four heads of 128, 51
- * atoms, 128 segments, and 101 like the reference run's, whose last tile leaves blocks without rows). It checks that the fused path is used and deterministic, that the Q of the
- * first step and of every step up to each segment's first greedy flip agree (rel. L2 < 1e-2), that
+ * atoms, 128 segments, and 101 like the reference run's, whose last tile leaves blocks without rows). It checks that
+ * the fused path is used and deterministic, that the Q of the first step and of every step up to each segment's first
+ * greedy flip agree (rel. L2 < 1e-2), that
  * every flip is a near-tie, that the metrics are identical when nothing flipped, and that the trainer
  * reports the matching path's metrics with FH_EVAL_FUSED=0 and =1. The check runs once per instance of the
  * kernel (its exchange between the cluster's blocks, its split of the head layers).
