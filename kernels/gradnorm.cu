@@ -15,6 +15,7 @@
 #include "net_kernels.cuh"
 #include "adam.cuh"
 
+#include <atomic>
 #include <type_traits>
 
 static constexpr int kSumBlocks = 264;   /* 2 x 132 SMs */
@@ -37,22 +38,32 @@ __device__ static double fh_block_sum_d(double v, double* sh) {
   return t;  /* valid in thread 0 */
 }
 
-static __global__ void fh_sum_partial_kernel(const float* __restrict__ x, int64_t n, int squares,
-                                             double* __restrict__ partial) {
-  __shared__ double sh[32];
+/* Partial vb (0 <= vb < kSumBlocks) of the sum (of squares) of x[0..n): the elements vb * kSumThreads + t + k *
+ * kSumBlocks * kSumThreads summed by thread t in order, then the block's tree (valid in thread 0). Rounded
+ * explicitly (no contraction), so that every kernel that computes a partial gets the same bits. */
+__device__ static double fh_sum_partial_block(const float* __restrict__ x, int64_t n, int squares, int vb, double* sh) {
   double acc = 0.0;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    double v = (double)x[i];
-    acc += squares ? v * v : v;
+  const int64_t stride = (int64_t)kSumBlocks * kSumThreads;
+  for (int64_t i = (int64_t)vb * kSumThreads + threadIdx.x; i < n; i += stride) {
+    const double v = (double)x[i];
+    acc = __dadd_rn(acc, squares ? __dmul_rn(v, v) : v);
   }
-  double t = fh_block_sum_d(acc, sh);
+  return fh_block_sum_d(acc, sh);
+}
+
+/* kSumBlocks blocks of kSumThreads threads */
+static __global__ void __launch_bounds__(kSumThreads)
+fh_sum_partial_kernel(const float* __restrict__ x, int64_t n, int squares, double* __restrict__ partial) {
+  __shared__ double sh[32];
+  const double t = fh_sum_partial_block(x, n, squares, blockIdx.x, sh);
   if (threadIdx.x == 0) partial[blockIdx.x] = t;
 }
 
-/* The nparts partials summed by one block of kSumThreads threads in a fixed order (valid in thread 0). */
+/* The nparts partials summed by one block of kSumThreads threads in a fixed order (valid in thread 0); read past
+ * L1 (__ldcg), as the one-launch optimiser reads partials that other blocks of its grid wrote. */
 __device__ static double fh_sum_partials_d(const double* partial, int nparts, double* sh) {
   double acc = 0.0;
-  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += partial[i];
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc += __ldcg(partial + i);
   return fh_block_sum_d(acc, sh);
 }
 
@@ -106,17 +117,24 @@ static constexpr int kMeanThreads = 1024;
 static constexpr int64_t kMeanOneBlock = 1 << 16;
 
 static __global__ void __launch_bounds__(kMeanThreads) fh_mean_block_kernel(const float* __restrict__ x, int64_t n,
-                                                                            float* __restrict__ out) {
+                                                                            float* __restrict__ out,
+                                                                            const int64_t* __restrict__ copy_src,
+                                                                            int64_t* __restrict__ copy_dst) {
   __shared__ double sh[32];
   double acc = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += kMeanThreads) acc += (double)x[i];
   const double t = fh_block_sum_d(acc, sh);
-  if (threadIdx.x == 0) *out = n > 0 ? (float)(t / (double)n) : 0.0f;
+  if (threadIdx.x == 0) {
+    *out = n > 0 ? (float)(t / (double)n) : 0.0f;
+    if (copy_dst) *copy_dst = *copy_src;
+  }
 }
 
-fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s) {
+fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s,
+                         const int64_t* copy_src, int64_t* copy_dst) {
+  if (!copy_src != !copy_dst) return FH_ERR_INVALID_ARGUMENT;
   if (n <= kMeanOneBlock && !fh_env_is("FH_MEAN_ONE_BLOCK", "0")) { /* "0": partials + finish (A/B) */
-    fh_mean_block_kernel<<<1, kMeanThreads, 0, s>>>(x, n, out);
+    fh_mean_block_kernel<<<1, kMeanThreads, 0, s>>>(x, n, out, copy_src, copy_dst);
     FH_LAUNCH_CHECK();
     return FH_OK;
   }
@@ -124,6 +142,7 @@ fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out,
   FH_LAUNCH_CHECK();
   fh_sum_finish_kernel<<<1, kSumThreads, 0, s>>>(partial, kSumBlocks, 2, n, 0.0f, nullptr, out, nullptr);
   FH_LAUNCH_CHECK();
+  if (copy_dst) FH_CUDA_TRY(cudaMemcpyAsync(copy_dst, copy_src, sizeof(int64_t), cudaMemcpyDeviceToDevice, s));
   return FH_OK;
 }
 
@@ -191,18 +210,43 @@ fh_status fh_launch_w1_pair(const fh_bf16* shadow, const fh_w1_pair& w, cudaStre
   return FH_OK;
 }
 
-/* Launch 2 of the fused optimiser step, kSumThreads threads per block, any grid. Every block: the
- * finish sum of the squares partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1
- * with the bias corrections and the target mix (fh_adam_kernel's, fh_target_kernel's decision for the
- * bumped counter), then per element Adam, the shadow, and the target update from the new p (the value
- * fh_target_kernel would read back). Thread 0 of each block takes a ticket after its read of *step; the
- * block with the last one (every block has read *step by then) writes *step = t, the norm and the
- * clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0 for the next launch. */
-template <typename T>
+/* A barrier of the whole grid (every block resident: the launcher caps the grid at what fits the device).
+ * bar[0] counts the blocks in, bar[1] is the generation: a block reads the generation before it counts itself, the
+ * last one resets the count and bumps the generation, the others wait for the bump. bar[0] is 0 between launches;
+ * the writes of every block before the barrier are visible to every block after it. */
+__device__ static void fh_grid_barrier(unsigned int* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* gen = bar + 1;
+    const unsigned int g0 = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == g0) __nanosleep(64);
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+/* The fused optimiser step's kernel, kSumThreads threads per block. Every block: the finish sum of the squares
+ * partials -> norm and clip factor (fh_sum_finish_kernel's code), t = *step + 1 with the bias corrections and the
+ * target mix (fh_adam_kernel's, fh_target_kernel's decision for the bumped counter), then per element Adam, the
+ * shadow, and the target update from the new p (the value fh_target_kernel would read back).
+ *   kOne = false (launch 2 of 2, after fh_sum_partial_kernel; any grid): thread 0 of each block takes a ticket after
+ *     its read of *step; the block with the last one (every block has read *step by then) writes *step = t, the norm
+ *     and the clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0.
+ *   kOne = true (the only launch; at most kSumBlocks blocks, all resident): the blocks first compute the squares
+ *     partials of fh_sum_partial_kernel's blocks blockIdx.x, + gridDim.x, ... (the same bits), read *step, and meet
+ *     at a grid barrier on ticket[0..1]; block 0 then writes *step = t, the norm, the clip factor and the record. */
+template <typename T, bool kOne>
 static __global__ void __launch_bounds__(kSumThreads)
 fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, const float* __restrict__ g,
                    float* __restrict__ m, float* __restrict__ v, float* __restrict__ tgt, T* __restrict__ tgt_shadow,
-                   const double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
+                   double* __restrict__ partial, float* __restrict__ norm_out, float* __restrict__ scale_out,
                    int64_t* step, unsigned int* ticket, float clip, float lr, float b1, float b2, float eps,
                    int every, float tau, fh_step_record rec, fh_w1_pair w1p) {
   __shared__ double sh[32];
@@ -213,6 +257,13 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
     s_c[0] = fh_adam_bias(b1, t);
     s_c[1] = fh_adam_bias(b2, t);
     s_c[3] = fh_target_mix(tau, every, t);
+  }
+  if constexpr (kOne) {
+    for (int vb = blockIdx.x; vb < kSumBlocks; vb += gridDim.x) {
+      const double part = fh_sum_partial_block(g, n, 1, vb, sh);
+      if (threadIdx.x == 0) partial[vb] = part;
+    }
+    fh_grid_barrier(ticket);
   }
   const double sumsq = fh_sum_partials_d(partial, kSumBlocks, sh);
   float2 ns = make_float2(0.0f, 0.0f);
@@ -265,9 +316,15 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
     }
   }
   if (threadIdx.x == 0) {
-    __threadfence();  /* this block's read of *step before its ticket */
-    if (atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1) {
-      __threadfence();  /* every block's read of *step before the write */
+    bool last;
+    if constexpr (kOne) {
+      last = blockIdx.x == 0; /* every block read *step before the barrier */
+    } else {
+      __threadfence();  /* this block's read of *step before its ticket */
+      last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+      if (last) __threadfence();  /* every block's read of *step before the write */
+    }
+    if (last) {
       *step = t;
       *norm_out = ns.x;
       *scale_out = ns.y;
@@ -276,12 +333,31 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   }
 }
 
+/* The one-launch optimiser's grid: at most kSumBlocks, and no more than the device holds at once (0: unknown). */
+template <typename T>
+static int fh_optimise_one_blocks() {
+  static std::atomic<int> cached{-1};
+  int b = cached.load();
+  if (b >= 0) return b;
+  int dev = 0, sms = 0, per_sm = 0;
+  b = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fh_optimise_kernel<T, true>, kSumThreads, 0) ==
+          cudaSuccess) {
+    const int64_t fit = (int64_t)sms * per_sm;
+    b = (int)(fit < kSumBlocks ? fit : kSumBlocks);
+  }
+  cached.store(b);
+  return b;
+}
+
 template <typename T>
 fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* g, float* m, float* v, float* tgt,
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
                                    int target_every, float tau, cudaStream_t s, const fh_step_record* rec,
-                                   const fh_w1_pair* w1p) {
+                                   const fh_w1_pair* w1p, int launches) {
   /* 16-byte groups of the fp32 vectors, 4-element groups of the shadows */
   const fh_w1_pair wp = w1p && std::is_same<T, fh_bf16>::value ? *w1p : fh_w1_pair{};
   if (wp.s && (!fh_w1_pair_ok(wp) || ((uintptr_t)wp.s & 7) || ((uintptr_t)wp.n & 7) ||
@@ -289,16 +365,27 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
     return FH_ERR_INVALID_ARGUMENT;
   const uintptr_t f32 = (uintptr_t)p | (uintptr_t)g | (uintptr_t)m | (uintptr_t)v | (uintptr_t)tgt;
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
-  if ((f32 & 15) || (sh & (4 * sizeof(T) - 1))) return FH_ERR_INVALID_ARGUMENT;
+  if ((f32 & 15) || (sh & (4 * sizeof(T) - 1)) || launches < 0 || launches > 2) return FH_ERR_INVALID_ARGUMENT;
+  const fh_step_record r = rec ? *rec : fh_step_record{};
+  /* 0: the default, one launch unless FH_OPTIM_ONE=0 (A/B) */
+  if (launches == 0) launches = fh_env_is("FH_OPTIM_ONE", "0") ? 2 : 1;
+  const int one = launches == 1 ? fh_optimise_one_blocks<T>() : 0;
+  if (one > 0) {
+    fh_optimise_kernel<T, true><<<(unsigned)one, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
+                                                                      norm_out, scale_out, step, ticket, clip, lr,
+                                                                      beta1, beta2, eps, target_every, tau, r, wp);
+    FH_LAUNCH_CHECK();
+    return FH_OK;
+  }
   fh_sum_partial_kernel<<<kSumBlocks, kSumThreads, 0, s>>>(g, n, 1, partial);
   FH_LAUNCH_CHECK();
   int64_t blocks = CEIL_DIV(CEIL_DIV(n, (int64_t)4), (int64_t)kSumThreads);  /* a 16-byte group per thread */
   if (blocks > kOptimMaxBlocks) blocks = kOptimMaxBlocks;
   if (blocks < 1) blocks = 1;
-  fh_optimise_kernel<T><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
-                                                                 norm_out, scale_out, step, ticket, clip, lr, beta1,
-                                                                 beta2, eps, target_every, tau,
-                                                                 rec ? *rec : fh_step_record{}, wp);
+  fh_optimise_kernel<T, false><<<(unsigned)blocks, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow,
+                                                                        partial, norm_out, scale_out, step, ticket,
+                                                                        clip, lr, beta1, beta2, eps, target_every,
+                                                                        tau, r, wp);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
@@ -306,8 +393,8 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
 template fh_status fh_launch_optimise_fused<float>(int64_t, float*, float*, const float*, float*, float*, float*,
                                                    float*, double*, float*, float*, int64_t*, unsigned int*, float,
                                                    float, float, float, float, int, float, cudaStream_t,
-                                                   const fh_step_record*, const fh_w1_pair*);
+                                                   const fh_step_record*, const fh_w1_pair*, int);
 template fh_status fh_launch_optimise_fused<fh_bf16>(int64_t, float*, fh_bf16*, const float*, float*, float*, float*,
                                                      fh_bf16*, double*, float*, float*, int64_t*, unsigned int*,
                                                      float, float, float, float, float, int, float, cudaStream_t,
-                                                     const fh_step_record*, const fh_w1_pair*);
+                                                     const fh_step_record*, const fh_w1_pair*, int);

@@ -119,20 +119,25 @@ fh_status fh_launch_sum(const float* x, int64_t n, int squares, double* partial,
  * (1 when clip <= 0), and 0 when the norm is NaN/Inf. */
 fh_status fh_launch_grad_norm(const float* g, int64_t n, float clip, double* partial, float* norm_out,
                               float* scale_out, cudaStream_t s);
-/* mean = sum(x[0..n)) / n as float into *out. */
-fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s);
+/* mean = sum(x[0..n)) / n as float into *out; with copy_src and copy_dst (both or neither), *copy_dst = *copy_src
+ * after it, stream-ordered (by the mean's kernel where one block sums, n <= 65 536: no copy node of its own). */
+fh_status fh_launch_mean(const float* x, int64_t n, double* partial, float* out, cudaStream_t s,
+                         const int64_t* copy_src = nullptr, int64_t* copy_dst = nullptr);
 
 /* History of the step scalars: loss_hist[(*step-1) % cap] = *loss, gnorm_hist[...] = *gnorm, then (when
  * done is not null, after a system fence) *done = *step. */
 fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int64_t* step, int cap, float* loss_hist,
                                 float* gnorm_hist, int64_t* done, cudaStream_t s);
-/* The whole optimiser step in 2 launches, bit for bit fh_launch_grad_norm(g, n, clip, partial, norm_out,
+/* The whole optimiser step in 1 or 2 launches, bit for bit fh_launch_grad_norm(g, n, clip, partial, norm_out,
  * scale_out) -> fh_launch_adam<T>(..., grad_scale = scale_out, step, ...) -> fh_launch_target_update<T>(n, p,
  * tgt, tgt_shadow, step, target_every, tau): the squares partials, then one kernel that clips, runs Adam
  * (t = *step + 1; shadow when != NULL), updates the target for step t (hard copy when t % target_every == 0
  * and tau <= 0, Polyak tau every step when tau > 0; tgt_shadow when != NULL), and sets *step = t, *norm_out,
- * *scale_out. ticket: one device unsigned int, 0 before the first launch and left 0 by every launch (a
- * launch's blocks count themselves on it); not shared by launches that may run concurrently. p, g, m, v,
+ * *scale_out. launches: 2 = the squares partials, then the kernel; 1 = one kernel whose blocks compute the partials
+ * and meet at a grid barrier (its grid capped at what the device holds at once; 2 launches where that is unknown);
+ * 0 = 1 unless FH_OPTIM_ONE=0. ticket: two device unsigned ints, 0 before the first launch; a launch leaves ticket[0]
+ * at 0 (its blocks count themselves on it; ticket[1] is the barrier's generation); not shared by launches that may
+ * run concurrently. p, g, m, v,
  * tgt 16-byte aligned, the shadows 4 * sizeof(T) (separate allocations are); otherwise
  * FH_ERR_INVALID_ARGUMENT and nothing is launched. */
 /* rec (optional): the step record of fh_launch_record_step(rec->loss, norm_out, step, ...) written by the
@@ -187,7 +192,7 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
                                    T* tgt_shadow, double* partial, float* norm_out, float* scale_out, int64_t* step,
                                    unsigned int* ticket, float clip, float lr, float beta1, float beta2, float eps,
                                    int target_every, float tau, cudaStream_t s, const fh_step_record* rec = nullptr,
-                                   const fh_w1_pair* w1p = nullptr);
+                                   const fh_w1_pair* w1p = nullptr, int launches = 0);
 
 /* ---- adam.cu ---- */
 /* One Adam step on the flat parameter vector with bias correction; the gradient is multiplied by

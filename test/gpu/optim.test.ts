@@ -1,6 +1,7 @@
 /**
  * The fused optimiser step (fh_launch_optimise_fused, kernels/gradnorm.cu: the squares partials and one
- * kernel) against the 5-launch chain fh_net_optimise runs (partials, norm and clip factor, Adam, step
+ * kernel, or its one launch whose blocks compute the partials and meet at a grid barrier, each run by every case)
+ * against the 5-launch chain fh_net_optimise runs (partials, norm and clip factor, Adam, step
  * bump, target update), through the CUDA library's test entry fh_cuda_optimise_check
  * (native/src/cuda/test_entry.cu). Same random state and gradients, several steps, T = float without
  * shadows (the fp32 trainer), float with shadows and bf16 shadows, eagerly and as one captured step
@@ -100,7 +101,11 @@ function inputs(c: Case, seed: number): { init: State; grads: Float32Array } {
   return { init, grads };
 }
 
-function run(c: Case, init: State, grads: Float32Array, elem: Elem, fused: boolean, graph: boolean): Out {
+/** 0: the 5-launch chain; 1: the fused step's two launches; 2: its one launch (a grid barrier inside). */
+type Mode = 0 | 1 | 2;
+const MODE_NAME = ['chain', 'fused (2 launches)', 'fused (1 launch)'] as const;
+
+function run(c: Case, init: State, grads: Float32Array, elem: Elem, mode: Mode, graph: boolean): Out {
   const steps = c.gscale.length;
   const bytes = c.n * (elem === 'bf16' ? 2 : 4);
   const out: Out = {
@@ -109,9 +114,9 @@ function run(c: Case, init: State, grads: Float32Array, elem: Elem, fused: boole
     norm: new Float32Array(steps).fill(-1), scale: new Float32Array(steps).fill(-1),
   };
   const step = BigInt64Array.of(BigInt(c.step0));
-  const st = optimiseCheck()(fused ? 1 : 0, elem === 'bf16' ? 1 : 0, graph ? 1 : 0, c.n, steps, grads, out.p, out.m, out.v,
+  const st = optimiseCheck()(mode, elem === 'bf16' ? 1 : 0, graph ? 1 : 0, c.n, steps, grads, out.p, out.m, out.v,
     out.tgt, step, c.clip, LR, BETA1, BETA2, EPS, c.every, c.tau, out.shadow, out.tgtShadow, out.norm, out.scale) as number;
-  expect(st, `fh_cuda_optimise_check (${fused ? 'fused' : 'chain'}, ${elem}, graph ${graph})`).toBe(FhStatus.OK);
+  expect(st, `fh_cuda_optimise_check (${MODE_NAME[mode]}, ${elem}, graph ${graph})`).toBe(FhStatus.OK);
   out.step = step[0] ?? -1n;
   return out;
 }
@@ -168,11 +173,13 @@ describe('fused optimiser step == the 5-launch chain, bit for bit', () => {
     for (const elem of ['f32', 'f32 shadows', 'bf16'] as const) {
       test(`${c.name}: ${elem}`, () => {
         const { init, grads } = inputs(c, SEED + 31 * ci);
-        const ref = run(c, init, grads, elem, false, false);
+        const ref = run(c, init, grads, elem, 0, false);
         expectCase(c, ref);
-        expectSame(run(c, init, grads, elem, true, false), ref, 'fused vs chain');
-        expectSame(run(c, init, grads, elem, true, true), ref, 'fused (graph replays) vs chain');
-        expectSame(run(c, init, grads, elem, false, true), ref, 'chain (graph replays) vs chain');
+        for (const mode of [1, 2] as const) {
+          expectSame(run(c, init, grads, elem, mode, false), ref, `${MODE_NAME[mode]} vs chain`);
+          expectSame(run(c, init, grads, elem, mode, true), ref, `${MODE_NAME[mode]} (graph replays) vs chain`);
+        }
+        expectSame(run(c, init, grads, elem, 0, true), ref, 'chain (graph replays) vs chain');
       });
     }
   });

@@ -191,6 +191,9 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       /* FH_SIDE_SMS=<percent> (default 50; 0 or 100: the whole GPU) */
       const int pct = (int)fh_env_int("FH_SIDE_SMS", 0, 100, 50);
       net->side_sms = pct > 0 && pct < 100 ? sm_share(net->n_sm, pct, 100) : 0;
+      /* FH_DW1_SMS=<count> (A/B; default 0, the whole GPU): the first layer's market-column weight gradient planned
+       * for fewer SMs, so that the replay's gather beside it finds room */
+      net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, 0);
     }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
@@ -272,7 +275,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     NET_TRY(fh_dmalloc_t(&net->gnorm, 4));
     NET_TRY(fh_dmalloc_t(&net->gscale, 4));
     NET_TRY(fh_dmalloc_t(&net->step, 8));
-    NET_TRY(fh_dmalloc_t(&net->opt_ticket, 4));
+    NET_TRY(fh_dmalloc_t(&net->opt_ticket, 8));
 
     /* initial parameters (host, Philox INIT), target = online, moments 0 */
     std::vector<float> init((size_t)L.total);
@@ -283,7 +286,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     FH_CUDA_TRY(cudaMemset(net->adam_m, 0, pb));
     FH_CUDA_TRY(cudaMemset(net->adam_v, 0, pb));
     FH_CUDA_TRY(cudaMemset(net->step, 0, 8));
-    FH_CUDA_TRY(cudaMemset(net->opt_ticket, 0, 4));
+    FH_CUDA_TRY(cudaMemset(net->opt_ticket, 0, 8));
     for (int k = 0; k < L.n_heads; ++k) FH_CUDA_TRY(cudaMemset(net->dlog[k], 0, (size_t)cap * L.out_pad[k] * es));
     NET_TRY(fh_net_sync_shadows(net, net->pass[0].s));
     FH_CUDA_TRY(cudaStreamSynchronize(net->pass[0].s));
@@ -616,7 +619,9 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
                         ldx, G + L.W1 + mk, nullptr, L.D);
     }));
     if (acc_first) FH_TRY(fh_launch_colsum_finish(net->colsum_trunk[2], chunks1, L.h1, G + L.b1, fs));
-    FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D));
+    FH_TRY(with_sms(net->gemm, net->dw1_sms, [&] {
+      return fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D);
+    }));
   } else {
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                       fused ? G + L.b1 : nullptr));
@@ -764,8 +769,8 @@ fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const 
   return mean ? fh_net_loss_mean(net, B, net->pass[0].s) : FH_OK;
 }
 
-fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s) {
-  return fh_launch_mean(net->wloss, B, net->mean_part, net->loss, s);
+fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s, const int64_t* copy_src, int64_t* copy_dst) {
+  return fh_launch_mean(net->wloss, B, net->mean_part, net->loss, s, copy_src, copy_dst);
 }
 
 fh_status fh_net_backward(fh_net* net, int32_t B) {

@@ -147,6 +147,8 @@ struct fh_net {
                                    beside the main stream's input-gradient chain, planned for that share of the SMs, so
                                    that they leave the chain room (the reference epoch -0.7 to -1.5 ms on an H100,
                                    bench/RESULTS.md); 0 or 100: the whole GPU */
+  int dw1_sms;                  /* FH_DW1_SMS=<count> (default 0: the whole GPU): the first layer's market-column dW
+                                   GEMM planned for that many SMs (A/B), leaving the replay's gather room beside it */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
@@ -166,7 +168,7 @@ struct fh_net {
   float* gnorm;                 /* (1) grad norm before clipping */
   float* gscale;                /* (1) clip factor */
   int64_t* step;                /* (1) optimiser steps taken (Adam t; train step counter) */
-  unsigned int* opt_ticket;     /* (1) fh_launch_optimise_fused's block ticket, 0 between launches */
+  unsigned int* opt_ticket;     /* (2) fh_launch_optimise_fused's block ticket (0 between launches), barrier generation */
   int optim_chain;              /* FH_OPTIM_CHAIN=1: the optimiser as its 5-launch chain (grad norm, finish,
                                    Adam, step bump, target update) instead of the fused 2 launches (A/B) */
 };
@@ -228,7 +230,8 @@ fh_status fh_net_forward_loss(fh_net* net, int32_t B, const int32_t* act, const 
 fh_status fh_net_target_forward(fh_net* net, int32_t B, const void* x, const int32_t* bars, cudaStream_t from);
 /* The batch loss *net->loss = mean of the loss's w_i * loss_i on stream s (fh_net_forward_loss runs it on
  * pass 0's stream unless mean = false: the trainer then runs it on its side stream). */
-fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s);
+fh_status fh_net_loss_mean(fh_net* net, int32_t B, cudaStream_t s, const int64_t* copy_src = nullptr,
+                           int64_t* copy_dst = nullptr);
 fh_status fh_net_backward(fh_net* net, int32_t B);
 
 /* Global grad norm + clip, Adam (step counter bumped), target update. On pass[0].s. rec (optional): the step record

@@ -209,7 +209,7 @@ static fh_status optim_check_run(optim_check& c, int32_t fused, int32_t graph, i
                                  void* shadow, void* tgt_shadow, float* norm, float* scale) {
   const size_t fb = sizeof(float) * (size_t)n, tb = sizeof(T) * (size_t)n;
   const size_t bytes[12] = {fb, fb, fb, fb, fb, shadow ? tb : 0, tgt_shadow ? tb : 0,
-                            sizeof(double) * (size_t)fh_sum_partial_doubles(), 4, 4, 8, 4};
+                            sizeof(double) * (size_t)fh_sum_partial_doubles(), 4, 4, 8, 8};
   for (int k = 0; k < 12; ++k)
     if (bytes[k]) FH_CUDA_TRY(cudaMalloc(&c.d[k], bytes[k] < 16 ? 16 : bytes[k]));
   float *dp = static_cast<float*>(c.d[0]), *dg = static_cast<float*>(c.d[1]), *dm = static_cast<float*>(c.d[2]);
@@ -226,14 +226,14 @@ static fh_status optim_check_run(optim_check& c, int32_t fused, int32_t graph, i
   FH_CUDA_TRY(cudaMemcpyAsync(dv, v, fb, cudaMemcpyHostToDevice, s));
   FH_CUDA_TRY(cudaMemcpyAsync(dt, tgt, fb, cudaMemcpyHostToDevice, s));
   FH_CUDA_TRY(cudaMemcpyAsync(dstep, step, 8, cudaMemcpyHostToDevice, s));
-  FH_CUDA_TRY(cudaMemsetAsync(ticket, 0, 4, s));
+  FH_CUDA_TRY(cudaMemsetAsync(ticket, 0, 8, s));
   if (dsh) FH_TRY(fh_launch_cast<T>(dp, dsh, n, s));
   if (dtsh) FH_TRY(fh_launch_cast<T>(dt, dtsh, n, s));
   /* one optimiser step: fh_net_optimise's chain or the fused launcher */
   auto one = [&]() -> fh_status {
     if (fused)
       return fh_launch_optimise_fused<T>(n, dp, dsh, dg, dm, dv, dt, dtsh, part, dnorm, dscale, dstep, ticket, clip, lr,
-                                         beta1, beta2, eps, every, tau, s);
+                                         beta1, beta2, eps, every, tau, s, nullptr, nullptr, fused == 2 ? 1 : 2);
     FH_TRY(fh_launch_grad_norm(dg, n, clip, part, dnorm, dscale, s));
     FH_TRY(fh_launch_adam<T>(n, dp, dsh, dg, dm, dv, dscale, dstep, lr, beta1, beta2, eps, s));
     return fh_launch_target_update<T>(n, dp, dt, dtsh, dstep, every, tau, s);
@@ -267,7 +267,8 @@ static fh_status optim_check_run(optim_check& c, int32_t fused, int32_t graph, i
 }
 
 /* `steps` optimiser steps on host state with fh_net_optimise's 5-launch chain (fused == 0: grad norm ->
- * Adam -> step bump -> target update) or fh_launch_optimise_fused (fused != 0); T = fh_bf16 when
+ * Adam -> step bump -> target update) or fh_launch_optimise_fused (fused 1: its two launches, the squares partials
+ * and the kernel; fused 2: its one launch, a grid barrier between the partials and the update); T = fh_bf16 when
  * bf16 != 0, else float; eagerly, or (graph != 0) one step captured as a CUDA graph and replayed.
  * grads (steps, n): step k's gradient. p, m, v, tgt (n) and *step: in and out. shadow / tgt_shadow:
  * NULL (no shadows, as the fp32 trainer runs) or n T values out (starting as T(p), T(tgt)). norm, scale
@@ -277,7 +278,7 @@ extern "C" FH_API fh_status fh_cuda_optimise_check(int32_t fused, int32_t bf16, 
                                                    int64_t* step, float clip, float lr, float beta1, float beta2,
                                                    float eps, int32_t target_every, float tau, void* shadow,
                                                    void* tgt_shadow, float* norm, float* scale) {
-  if (n <= 0 || steps <= 0 || !grads || !p || !m || !v || !tgt || !step || !norm || !scale)
+  if (n <= 0 || steps <= 0 || fused < 0 || fused > 2 || !grads || !p || !m || !v || !tgt || !step || !norm || !scale)
     return FH_ERR_INVALID_ARGUMENT;
   optim_check c;
   return bf16 ? optim_check_run<fh_bf16>(c, fused, graph, n, steps, grads, p, m, v, tgt, step, clip, lr, beta1, beta2,

@@ -131,6 +131,7 @@ struct fh_trainer {
   cudaStream_t s_side = nullptr;
   cudaEvent_t e_fork = nullptr, e_sampled = nullptr, e_join = nullptr;
   int64_t* step_snap = nullptr;  /* (1) device: the counter as the prefetch's sampler reads it (FH_STEP_SNAPSHOT) */
+  bool snap_copy = false;        /* FH_SNAP_COPY=1: that copy as a copy node after the loss mean (A/B) */
   /* the batch-loss mean and the counter copy on a branch of their own (opt-in, FH_MEAN_BRANCH=1, until it has run
    * on a GPU; else first on the side stream, ahead of the priority update), so that the replay's chain (priority
    * update, sample, gather: the step's longest after the loss) starts right after the loss; e_rec joins it before
@@ -383,10 +384,16 @@ static fh_status launch_train_step_body(fh_trainer* t, unsigned flags) {
     if (t->s_rec) FH_CUDA_TRY(cudaStreamWaitEvent(t->s_rec, t->e_fork, 0));
     const int64_t* counter = net->step;
     cudaEvent_t sampled = t->e_sampled;
-    if (!(net->knockout & FH_KO_MEAN)) FH_TRY(fh_net_loss_mean(net, B, sm));
+    /* the counter copy by the loss mean's kernel (its last act; no copy node, whose start cost the replay's chain
+     * ~20 µs in traces), or a copy after it (FH_SNAP_COPY=1, or no mean) */
+    const bool mean = !(net->knockout & FH_KO_MEAN);
+    const bool snap_in_mean = mean && t->step_snap && !t->snap_copy;
+    if (mean) FH_TRY(fh_net_loss_mean(net, B, sm, snap_in_mean ? net->step : nullptr, snap_in_mean ? t->step_snap
+                                                                                                  : nullptr));
     if (t->step_snap) {
       /* after the loss mean: the optimiser, which waits for e_sampled, also writes the step record */
-      FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, sm));
+      if (!snap_in_mean)
+        FH_CUDA_TRY(cudaMemcpyAsync(t->step_snap, net->step, sizeof(int64_t), cudaMemcpyDeviceToDevice, sm));
       FH_CUDA_TRY(cudaEventRecord(t->e_sampled, sm));
       counter = t->step_snap;
       sampled = nullptr;
@@ -778,6 +785,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
             "stream creation");
     const char* ss = getenv("FH_STEP_SNAPSHOT");
     if (!(ss && ss[0] == '0')) TR_CUDA(t, cudaMalloc(&t->step_snap, sizeof(int64_t)), "step counter copy allocation");
+    t->snap_copy = fh_env_is("FH_SNAP_COPY", "1");
     cudaEvent_t* pevs[] = {&t->e_fork, &t->e_sampled, &t->e_join};
     for (auto ev : pevs) TR_CUDA(t, cudaEventCreateWithFlags(ev, cudaEventDisableTiming), "event creation");
     if (fh_env_is("FH_MEAN_BRANCH", "1")) {
