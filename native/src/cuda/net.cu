@@ -194,6 +194,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       /* FH_DW1_SMS=<count> (A/B; default 0, the whole GPU): the first layer's market-column weight gradient planned
        * for fewer SMs, so that the replay's gather beside it finds room */
       net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, 0);
+      /* FH_DX_SMS=<count> (A/B; default 0): the head layer's and trunk layer 2's input-gradient GEMMs likewise */
+      net->dx_sms = (int)fh_env_int("FH_DX_SMS", 0, net->n_sm, 0);
     }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
@@ -582,8 +584,10 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                       heads_masked ? G + L.bH : nullptr);
   }));
-  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
-                    L.h2, fused ? net->mask2 : none));
+  FH_TRY(with_sms(net->gemm, net->dx_sms, [&] {
+    return fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
+                      L.h2, fused ? net->mask2 : none);
+  }));
   /* trunk layer 2 */
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
@@ -593,8 +597,10 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                       fused ? G + L.b2 : nullptr);
   }));
-  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
-                    L.h1, fused ? net->mask1 : none));
+  FH_TRY(with_sms(net->gemm, net->dx_sms, [&] {
+    return fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1,
+                      op, L.h1, fused ? net->mask1 : none);
+  }));
   /* trunk layer 1 (no input gradient); with dw1_acc_first its bias finish waits until the account columns' GEMM
    * below is queued on fs (the GEMM needs only da1, so it starts beside the market columns' GEMM) */
   const bool pair = net->pair;

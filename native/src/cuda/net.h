@@ -149,6 +149,7 @@ struct fh_net {
                                    bench/RESULTS.md); 0 or 100: the whole GPU */
   int dw1_sms;                  /* FH_DW1_SMS=<count> (default 0: the whole GPU): the first layer's market-column dW
                                    GEMM planned for that many SMs (A/B), leaving the replay's gather room beside it */
+  int dx_sms;                   /* FH_DX_SMS=<count> (default 0): the head layer's and trunk 2's dX GEMMs likewise */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
