@@ -191,9 +191,11 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       /* FH_SIDE_SMS=<percent> (default 50; 0 or 100: the whole GPU) */
       const int pct = (int)fh_env_int("FH_SIDE_SMS", 0, 100, 50);
       net->side_sms = pct > 0 && pct < 100 ? sm_share(net->n_sm, pct, 100) : 0;
-      /* FH_DW1_SMS=<count> (A/B; default 0, the whole GPU): the first layer's market-column weight gradient planned
-       * for fewer SMs, so that the replay's gather beside it finds room */
-      net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, 0);
+      /* the first layer's market-column weight gradient (the main stream's last GEMM, persistent: while it runs the
+       * replay's gather beside it finds no SM) planned for 100 of 132 SMs, the rest left to the gather: the reference
+       * epoch -2.0 ms on an H100 against the whole GPU (88 or 76 SMs: -0.0 and -0.5; bench/RESULTS.md).
+       * FH_DW1_SMS=<count> sets the count (0: the whole GPU) */
+      net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, sm_share(net->n_sm, 100, 132));
       /* FH_DX_SMS=<count> (A/B; default 0): the head layer's and trunk layer 2's input-gradient GEMMs likewise */
       net->dx_sms = (int)fh_env_int("FH_DX_SMS", 0, net->n_sm, 0);
     }

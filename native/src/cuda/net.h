@@ -147,8 +147,8 @@ struct fh_net {
                                    beside the main stream's input-gradient chain, planned for that share of the SMs, so
                                    that they leave the chain room (the reference epoch -0.7 to -1.5 ms on an H100,
                                    bench/RESULTS.md); 0 or 100: the whole GPU */
-  int dw1_sms;                  /* FH_DW1_SMS=<count> (default 0: the whole GPU): the first layer's market-column dW
-                                   GEMM planned for that many SMs (A/B), leaving the replay's gather room beside it */
+  int dw1_sms;                  /* the first layer's market-column dW GEMM planned for 100 / 132 of the SMs, leaving
+                                   the replay's gather room beside it (FH_DW1_SMS=<count>; 0: the whole GPU) */
   int dx_sms;                   /* FH_DX_SMS=<count> (default 0): the head layer's and trunk 2's dX GEMMs likewise */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers

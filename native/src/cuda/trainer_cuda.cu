@@ -992,6 +992,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->tp1.on) engine_add(out, w, ", target P1 table");
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
   if (t->net.side_sms) engine_add(out, w, ", side dW on %d SMs", t->net.side_sms);
+  if (t->net.dw1_sms) engine_add(out, w, ", dW1 on %d", t->net.dw1_sms);
   if (t->net.relu_masks) engine_add(out, w, ", relu masks");
   if (t->tcache.on) engine_add(out, w, ", target cache%s", t->cgroup_steps > 0 ? " (filled by collection groups)" : "");
   if (t->target_prefetch) engine_add(out, w, ", target prefetch");
