@@ -101,10 +101,7 @@ static __global__ void replay_gather_kernel(fh_replay_view v, int32_t n_step, fl
 
 static constexpr int kPairGatherGroups = 8; /* 16-byte groups a lane holds in registers (replay_gather_pair_kernel) */
 
-/* SPW samples a warp (1 or 2; 2 at 4 blocks an SM, as many registers as 1): every load of the warp's samples issued before the first store, so that a warp has
- * SPW rows in flight at once (more bytes in flight where the gather gets few SMs beside the backward's GEMMs) */
-template <int SPW>
-static __global__ void __launch_bounds__(32 * FH_GATHER_WARPS, SPW == 1 ? 1 : 4) replay_gather_pair_kernel(fh_replay_view v, int32_t n_step, float gamma,
+static __global__ void replay_gather_pair_kernel(fh_replay_view v, int32_t n_step, float gamma,
                                                  const fh_bf16* __restrict__ features, int64_t n_bars, int32_t F,
                                                  int32_t window, const int32_t* __restrict__ slot, int32_t B,
                                                  int32_t* __restrict__ act, float* __restrict__ ret,
@@ -112,71 +109,53 @@ static __global__ void __launch_bounds__(32 * FH_GATHER_WARPS, SPW == 1 ? 1 : 4)
                                                  int32_t* __restrict__ nslot, fh_bf16* __restrict__ blk,
                                                  fh_pair_layout l) {
   const int lane = threadIdx.x & 31;
-  const int64_t j0 = ((int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5)) * SPW;
-  if (j0 >= B) return;
+  const int64_t j = (int64_t)blockIdx.x * FH_GATHER_WARPS + (threadIdx.x >> 5);
+  if (j >= B) return;
+  const int64_t s0 = slot[j];
+  const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
+  const int64_t s1 = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
+  const int64_t t = v.bar[s0];
+  if (lane == 0) {
+    fh_gather_transition(v, n_step, gamma, s0, j, act, ret, disc);
+  } else if (lane == 1) {
+    nbar[j] = v.bar[s1];
+    nslot[j] = (int32_t)s1;
+  }
   /* 16-byte groups u of [0, mkt + K): the market rows from the bf16 feature matrix (bars t-W+1 .. t+n; the first W
    * always exist, t >= W-1), the two account groups, zeros elsewhere */
+  uint4* d = reinterpret_cast<uint4*>(blk + j * (int64_t)l.P);
   const int32_t m0 = l.mkt >> 3, m1 = (l.mkt + l.WF + l.nF) >> 3, n16 = (l.mkt + l.K) >> 3;
+  const int64_t b0 = t - window + 1;
+  const int64_t avail = (n_bars - b0) * (F >> 3); /* groups of the market rows inside the data */
+  const uint4* src = reinterpret_cast<const uint4*>(features + b0 * (int64_t)F) - m0;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  int64_t s0[SPW], s1[SPW], avail[SPW];
-  const uint4* src[SPW];
-#pragma unroll
-  for (int q = 0; q < SPW; ++q) s0[q] = j0 + q < B ? slot[j0 + q] : -1;
-#pragma unroll
-  for (int q = 0; q < SPW; ++q) {
-    const int64_t j = j0 + q;
-    if (s0[q] < 0) continue;
-    const int64_t row = s0[q] / v.n_envs, env = s0[q] % v.n_envs;
-    s1[q] = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
-    const int64_t b0 = (int64_t)v.bar[s0[q]] - window + 1;
-    avail[q] = (n_bars - b0) * (F >> 3); /* groups of the market rows inside the data */
-    src[q] = reinterpret_cast<const uint4*>(features + b0 * (int64_t)F) - m0;
-    if (lane == 0) {
-      fh_gather_transition(v, n_step, gamma, s0[q], j, act, ret, disc);
-    } else if (lane == 1) {
-      nbar[j] = v.bar[s1[q]];
-      nslot[j] = (int32_t)s1[q];
-    }
-  }
-  const auto group = [&](int q, int32_t u) {
+  const auto group = [&](int32_t u) {
     uint4 x = zero;
-    if (u >= m0 && u < m1 && u - m0 < avail[q])
-      x = __ldg(src[q] + u);
+    if (u >= m0 && u < m1 && u - m0 < avail)
+      x = __ldg(src + u);
     else if (u == 0)
-      x = fh_pack_bf16x8(v.account + s0[q] * FH_ENV_ACCOUNT);
+      x = fh_pack_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
     else if (u == m1)
-      x = fh_pack_bf16x8(v.account + s1[q] * FH_ENV_ACCOUNT);
+      x = fh_pack_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
     return x;
   };
-  /* blocks of up to 32 x G groups (the reference shape's 144): every load of a lane issued before
-   * its first store, so that each warp has its whole rows in flight at once instead of one 512-byte round trip
+  /* blocks of up to 32 x kPairGatherGroups groups (the reference shape's 137): every load of a lane issued before
+   * its first store, so that each warp has its whole row in flight at once instead of one 512-byte round trip
    * after another; longer blocks take the plain loop */
-  constexpr int G = SPW == 1 ? kPairGatherGroups : 5; /* 5 x 32 groups hold the reference's 144 */
-  if (n16 <= 32 * G) {
-    uint4 x[SPW][G];
+  if (n16 <= 32 * kPairGatherGroups) {
+    uint4 x[kPairGatherGroups];
 #pragma unroll
-    for (int q = 0; q < SPW; ++q)
+    for (int q = 0; q < kPairGatherGroups; ++q) {
+      const int32_t u = lane + 32 * q;
+      x[q] = u < n16 ? group(u) : zero;
+    }
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int32_t u = lane + 32 * g;
-        x[q][g] = s0[q] >= 0 && u < n16 ? group(q, u) : zero;
-      }
-#pragma unroll
-    for (int q = 0; q < SPW; ++q) {
-      if (s0[q] < 0) continue;
-      uint4* d = reinterpret_cast<uint4*>(blk + (j0 + q) * (int64_t)l.P);
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int32_t u = lane + 32 * g;
-        if (u < n16) d[u] = x[q][g];
-      }
+    for (int q = 0; q < kPairGatherGroups; ++q) {
+      const int32_t u = lane + 32 * q;
+      if (u < n16) d[u] = x[q];
     }
   } else {
-    for (int q = 0; q < SPW; ++q) {
-      if (s0[q] < 0) continue;
-      uint4* d = reinterpret_cast<uint4*>(blk + (j0 + q) * (int64_t)l.P);
-      for (int32_t u = lane; u < n16; u += 32) d[u] = group(q, u);
-    }
+    for (int32_t u = lane; u < n16; u += 32) d[u] = group(u);
   }
 }
 
@@ -188,18 +167,10 @@ fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_ma
   if (B <= 0 || B > b.cap || !blk || !m.features_bf16 || F % 8 != 0 || l.P != want.P || l.K != want.K ||
       l.mkt != want.mkt || ((uintptr_t)blk & 15))
     return FH_ERR_INVALID_ARGUMENT;
-  /* FH_GATHER_SPW=1|2: samples a warp (A/B; default 1) */
-  const long spw = fh_env_int("FH_GATHER_SPW", 1, 2, 1);
-  const dim3 block(32 * FH_GATHER_WARPS);
-  const auto grid = [&](int k) { return dim3((unsigned)CEIL_DIV((int64_t)B, (int64_t)FH_GATHER_WARPS * k)); };
-  if (spw == 2)
-    replay_gather_pair_kernel<2><<<grid(2), block, 0, s>>>(r.v, r.n_step, r.gamma, m.features_bf16, m.view.n_bars, F,
-                                                           window, b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot,
-                                                           static_cast<fh_bf16*>(blk), l);
-  else
-    replay_gather_pair_kernel<1><<<grid(1), block, 0, s>>>(r.v, r.n_step, r.gamma, m.features_bf16, m.view.n_bars, F,
-                                                           window, b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot,
-                                                           static_cast<fh_bf16*>(blk), l);
+  const dim3 grid((unsigned)CEIL_DIV((int64_t)B, FH_GATHER_WARPS)), block(32 * FH_GATHER_WARPS);
+  replay_gather_pair_kernel<<<grid, block, 0, s>>>(r.v, r.n_step, r.gamma, m.features_bf16, m.view.n_bars, F, window,
+                                                   b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot,
+                                                   static_cast<fh_bf16*>(blk), l);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
