@@ -239,7 +239,7 @@ __device__ static void fh_grid_barrier(unsigned int* bar) {
  *   kOne = false (launch 2 of 2, after fh_sum_partial_kernel; any grid): thread 0 of each block takes a ticket after
  *     its read of *step; the block with the last one (every block has read *step by then) writes *step = t, the norm
  *     and the clip factor (and the step record when rec has one), and atomicInc wraps the ticket back to 0.
- *   kOne = true (the only launch; at most kSumBlocks blocks, all resident): the blocks first compute the squares
+ *   kOne = true (the only launch; any grid whose blocks are all resident): the blocks first compute the squares
  *     partials of fh_sum_partial_kernel's blocks blockIdx.x, + gridDim.x, ... (the same bits), read *step, and meet
  *     at a grid barrier on ticket[0..1]; block 0 then writes *step = t, the norm, the clip factor and the record. */
 template <typename T, bool kOne>
@@ -333,7 +333,8 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   }
 }
 
-/* The one-launch optimiser's grid: at most kSumBlocks, and no more than the device holds at once (0: unknown). */
+/* The one-launch optimiser's grid: kSumBlocks (FH_OPTIM_ONE_BLOCKS=<count> for A/B), and no more than the device
+ * holds at once (0: unknown). */
 template <typename T>
 static int fh_optimise_one_blocks() {
   static std::atomic<int> cached{-1};
@@ -345,8 +346,8 @@ static int fh_optimise_one_blocks() {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fh_optimise_kernel<T, true>, kSumThreads, 0) ==
           cudaSuccess) {
-    const int64_t fit = (int64_t)sms * per_sm;
-    b = (int)(fit < kSumBlocks ? fit : kSumBlocks);
+    const int64_t fit = (int64_t)sms * per_sm, want = fh_env_int("FH_OPTIM_ONE_BLOCKS", 1, 1 << 16, kSumBlocks);
+    b = (int)(fit < want ? fit : want);
   }
   cached.store(b);
   return b;
