@@ -333,8 +333,9 @@ fh_optimise_kernel(int64_t n, float* __restrict__ p, T* __restrict__ shadow, con
   }
 }
 
-/* The one-launch optimiser's grid: kSumBlocks (FH_OPTIM_ONE_BLOCKS=<count> for A/B), and no more than the device
- * holds at once (0: unknown). */
+/* The one-launch optimiser's grid: 2 kSumBlocks (4 blocks an SM on 132 SMs; the reference epoch -0.5 ms on an H100
+ * against kSumBlocks, +1.2 ms at 4 kSumBlocks, bench/RESULTS.md; FH_OPTIM_ONE_BLOCKS=<count> for A/B), and no more
+ * than the device holds at once (0: unknown). */
 template <typename T>
 static int fh_optimise_one_blocks() {
   static std::atomic<int> cached{-1};
@@ -346,7 +347,7 @@ static int fh_optimise_one_blocks() {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fh_optimise_kernel<T, true>, kSumThreads, 0) ==
           cudaSuccess) {
-    const int64_t fit = (int64_t)sms * per_sm, want = fh_env_int("FH_OPTIM_ONE_BLOCKS", 1, 1 << 16, kSumBlocks);
+    const int64_t fit = (int64_t)sms * per_sm, want = fh_env_int("FH_OPTIM_ONE_BLOCKS", 1, 1 << 16, 2 * kSumBlocks);
     b = (int)(fit < want ? fit : want);
   }
   cached.store(b);
