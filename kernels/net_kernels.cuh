@@ -134,8 +134,10 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * (t = *step + 1; shadow when != NULL), updates the target for step t (hard copy when t % target_every == 0
  * and tau <= 0, Polyak tau every step when tau > 0; tgt_shadow when != NULL), and sets *step = t, *norm_out,
  * *scale_out. launches: 2 = the squares partials, then the kernel; 1 = one kernel whose blocks compute the partials
- * and meet at a grid barrier (its grid capped at what the device holds at once; 2 launches where that is unknown);
- * 0 = 1 unless FH_OPTIM_ONE=0. ticket: two device unsigned ints, 0 before the first launch; a launch leaves ticket[0]
+ * and meet at a grid barrier (its grid capped at what the device holds at once; 2 launches where that is unknown;
+ * two such launches that run at once on one GPU, e.g. two trainers stepping together in one process or under MPS,
+ * could each wait on blocks the other holds: a worker trains one job a GPU at a time, and FH_OPTIM_ONE=0 suits such
+ * setups); 0 = 1 unless FH_OPTIM_ONE=0. ticket: two device unsigned ints, 0 before the first launch; a launch leaves ticket[0]
  * at 0 (its blocks count themselves on it; ticket[1] is the barrier's generation); not shared by launches that may
  * run concurrently. p, g, m, v,
  * tgt 16-byte aligned, the shadows 4 * sizeof(T) (separate allocations are); otherwise
