@@ -38,7 +38,6 @@ static fh_status eval_alloc(fh_cuda_eval* ev) {
   FH_CUDA_TRY(cudaMallocHost(&ev->h_pnl, sizeof(double) * V));
   FH_CUDA_TRY(cudaMallocHost(&ev->h_gross, sizeof(double2) * G));
   FH_CUDA_TRY(cudaMallocHost(&ev->h_counts, sizeof(unsigned long long) * 3));
-
   return FH_OK;
 }
 

@@ -196,8 +196,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
        * epoch -2.0 ms on an H100 against the whole GPU (88 or 76 SMs: -0.0 and -0.5; bench/RESULTS.md).
        * FH_DW1_SMS=<count> sets the count (0: the whole GPU) */
       net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, sm_share(net->n_sm, 100, 132));
-      /* FH_DX_SMS=<count> (A/B; default 0): the head layer's and trunk layer 2's input-gradient GEMMs likewise */
-      net->dx_sms = (int)fh_env_int("FH_DX_SMS", 0, net->n_sm, 0);
       /* FH_HEADS_DW_SMS=<count> (A/B; default 0): each head output's weight-gradient GEMM (off the backward's chain,
        * beside the replay's priority update) planned for that many SMs */
       net->heads_dw_sms = (int)fh_env_int("FH_HEADS_DW_SMS", 0, net->n_sm, 0);
@@ -589,10 +587,8 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, HH, L.h2, net->dah, HH, P.a2, L.h2, G + L.WH,
                       heads_masked ? G + L.bH : nullptr);
   }));
-  FH_TRY(with_sms(net->gemm, net->dx_sms, [&] {
-    return fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
-                      L.h2, fused ? net->mask2 : none);
-  }));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, net->dah, HH, fh_byte_ptr(S, L.WH, op), net->da2, op,
+                    L.h2, fused ? net->mask2 : none));
   /* trunk layer 2 */
   if (!fused)
     FH_TRY(fh_launch_relu_bwd_colsum_split<T>(static_cast<T*>(net->da2), static_cast<const T*>(P.a2), L.h2, B, L.h2,
@@ -602,10 +598,8 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
     return fh_gemm_dw(net->gemm, dws_s, dws_ws, op, B, L.h2, L.h1, net->da2, L.h2, P.a1, L.h1, G + L.W2,
                       fused ? G + L.b2 : nullptr);
   }));
-  FH_TRY(with_sms(net->gemm, net->dx_sms, [&] {
-    return fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1,
-                      op, L.h1, fused ? net->mask1 : none);
-  }));
+  FH_TRY(fh_gemm_dx(net->gemm, P.s, P.ws[0], op, B, L.h2, L.h1, net->da2, L.h2, fh_byte_ptr(S, L.W2, op), net->da1, op,
+                    L.h1, fused ? net->mask1 : none));
   /* trunk layer 1 (no input gradient); with dw1_acc_first its bias finish waits until the account columns' GEMM
    * below is queued on fs (the GEMM needs only da1, so it starts beside the market columns' GEMM) */
   const bool pair = net->pair;
