@@ -30,6 +30,7 @@
 #include "net_kernels.cuh"
 #include "net_device.cuh"
 #include "c51.cuh"
+#include "loss_math.cuh"
 
 #include <float.h>
 #include <stdlib.h>
@@ -43,31 +44,6 @@ static constexpr int kLossMaxWarps = 4;
 template <typename L>
 static __device__ __forceinline__ const L* fh_adv_row(const fh_heads_view_t<L>& h, int d, int nb, int64_t row) {
   return d < nb ? h.a[d] + row * h.lda[d] : h.a[0] + row * h.lda[0];
-}
-/* Branch d's taken action of sample i (act is (B, 3)), clamped into the branch's n actions; 0 past nb. */
-static __device__ __forceinline__ int fh_taken_action(const int32_t* __restrict__ act, int64_t i, int d, int nb, int n) {
-  const int a = d < nb ? act[i * 3 + d] : 0;
-  return a < 0 ? 0 : (a >= n ? n - 1 : a);
-}
-/* The projected mass at atom fk: sum_j m_j max(0, 1 - |b_j - fk|) over the atoms' positions b and masses m (shared
- * memory). With runs (disc >= 0) b is non-decreasing, so the j with b_j in (fk - 1, fk + 1) are one run: it starts
- * at or after the last b_j <= fk - 1 (a branchless binary search; any j before the run adds 0) and ends before the
- * first b_j >= fk + 1; without (disc < 0, never in training, or NaN) every j is scanned. */
-static __device__ __forceinline__ float fh_c51_project_atom(const float* b, const float* m, int atoms, float fk,
-                                                            bool runs) {
-  int j = 0;
-  if (runs) {
-#pragma unroll
-    for (int s = FH_MAX_ATOMS_GPU / 2; s > 0; s >>= 1)
-      if (j + s <= atoms && b[j + s - 1] <= fk - 1.0f) j += s;
-  }
-  float acc = 0.0f;
-  for (; j < atoms; ++j) {
-    const float bj = b[j];
-    if (runs && bj >= fk + 1.0f) break;
-    acc = __fmaf_rn(m[j], fmaxf(0.0f, 1.0f - fabsf(bj - fk)), acc);
-  }
-  return acc;
 }
 /* A row's values at this lane's columns jc (the register kernels' unconditional loads). */
 template <int K, typename L>
@@ -531,33 +507,6 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
  * target (or a non-finite disc) still poisons the whole row. Results agree with the exact kernels to a
  * few float ulps per operation (the argmax can differ only where two expected Qs tie to ~1e-6);
  * deterministic run to run. */
-
-static constexpr float kLog2e = 1.4426950408889634f;
-static constexpr float kLn2 = 0.6931471805599453f;
-
-static __device__ __forceinline__ float fh_ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-static __device__ __forceinline__ float fh_lg2_approx(float x) {
-  float y;
-  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-static __device__ __forceinline__ float fh_rcp_approx(float x) {
-  float y;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-/* 1/x to within about half an ulp: rcp.approx and one Newton step (for the constants of a sample:
- * 1/n of the dueling means, the support spacing; their errors would move every logit or every b_j) */
-static __device__ __forceinline__ float fh_rcp_refined(float x) {
-  const float r = fh_rcp_approx(x);
-  return __fmaf_rn(r, __fmaf_rn(-x, r, 1.0f), r);
-}
-/* exp(x - m) given mL = m * log2(e) */
-static __device__ __forceinline__ float fh_exp_shifted(float x, float mL) { return fh_ex2_approx(__fmaf_rn(x, kLog2e, -mL)); }
 
 /* All-reduce of N <= 32 values: the reduce-scatter steps, then the same steps backwards exchanging
  * the halves (XOR shuffles), so every lane ends with every total, bit-identical across lanes. */

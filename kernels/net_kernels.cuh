@@ -110,6 +110,36 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
                              int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
                              cudaStream_t s);
 
+/* ---- heads_loss.cu ---- */
+/* The training step's head outputs and C51 BDQ loss in one kernel (bf16 mode): the logits of online(s) and
+ * online(s') are computed from the head layer's activations H (2B rows: s, then s') in registers and never
+ * stored. Outputs as fh_launch_bdq_loss (grad rows in full, pads 0). */
+#define FH_HEADS_LOSS_K 128              /* the head hidden width it runs */
+#define FH_HEADS_LOSS_SMEM_MAX (227 * 1024) /* the most shared memory a block takes */
+struct fh_heads_loss_args {
+  const fh_bf16* H;                      /* (2B, ldh) head-layer activations; head k's at columns k * 128 */
+  int ldh;
+  const fh_bf16* W[1 + FH_MAX_BRANCHES]; /* head k's output weights, (out rows, 128) */
+  const fh_bf16* bias[1 + FH_MAX_BRANCHES];
+  int n[FH_MAX_BRANCHES];
+  int nb, atoms;
+  float v_min, v_max;
+  fh_heads_view_t<fh_bf16> tg;           /* target(s') logits (the target cache's rows) */
+  const int32_t* act;
+  const float* ret;
+  const float* disc;
+  const float* weight;
+  int B;
+  float* wloss;
+  float* signal;
+  fh_heads_grad<fh_bf16> grad;
+};
+/* Whether the fused kernel runs these shapes (head hidden 128, 2..56 atoms, nb <= 3 branches of <= 4 actions, ldh a
+ * multiple of 8, the weights and scratch within shared memory: FH_HEADS_LOSS_SMEM_MAX and the device's opt-in limit
+ * smem_optin). */
+bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin);
+fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s);
+
 /* ---- gradnorm.cu ---- */
 /* Deterministic sum of x[0..n) into *out (double), = . partial needs fh_sum_partial_doubles() doubles.
  * When squares != 0 sums x^2. */

@@ -571,3 +571,68 @@ describe('CUDA orchestration', () => {
     expect(nul.median, `null val sharpe per epoch: ${nul.all}`).toBeLessThan(edge.median);
   });
 });
+
+describe('the head outputs inside the loss (kernels/heads_loss.cu) against the head GEMMs + the loss kernel', () => {
+  // bf16 mode with head hidden 128 (the reference's) runs the training passes' head outputs of online(s) and
+  // online(s') inside the loss kernel by default; FH_HEADS_LOSS=0 runs cuBLASLt's head GEMMs, stores the logits
+  // (bf16) and runs the loss kernel on them. The two differ by that rounding of the logits (and the order of sums),
+  // so they are compared within bf16 tolerance, every parameter block's gradient on its own (a wrong head, bias or
+  // action block cannot hide in the total). Batches with a partial 16-sample tile, terminal samples (disc 0), taken
+  // actions past a branch's size (clamped), 17 / 51 / 56 atoms and other branch sizes.
+  const cases: [string, string[], number[], number][] = [
+    ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+    ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
+    ['atoms 56, branches 3,4,3, B 17', ['agent.atoms=56'], [3, 4, 3], 17],
+    ['atoms 51, branches 3,2,3, B 63', ['agent.atoms=51', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 63],
+  ];
+  for (const [name, sets, sizes, B] of cases) {
+    test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
+      const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+        'train.batch_size=320']);
+      const a = lossGradWith(cfg, 0, { FH_HEADS_LOSS: '1' }, SEED + 701, B);
+      const b = lossGradWith(cfg, 0, { FH_HEADS_LOSS: '0' }, SEED + 701, B);
+      expect(a.engine).toMatch(/head outputs in the loss/);
+      expect(b.engine).not.toMatch(/head outputs in the loss/);
+      expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
+      expectClose(a, b, 1e-2, 6e-2);
+      const gpu = loadNative('cuda');
+      const D = withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => info(gpu, h).obs_dim);
+      const atoms = Number(sets[0]?.split('=')[1]);
+      const blocks = layoutBlocks(D, 512, 256, 128, [atoms, ...sizes.map((n) => n * atoms)]);
+      for (const [block, off, n] of blocks) {
+        const ga = a.g.subarray(off, off + n);
+        const gb = b.g.subarray(off, off + n);
+        let norm = 0;
+        for (const v of gb) norm += v * v;
+        expect(norm, `${block}: the unfused gradient is all zero`).toBeGreaterThan(0);
+        expect(relL2(ga, gb), `seed ${SEED}: gradient block ${block}`).toBeLessThan(6e-2);
+      }
+    });
+  }
+  // The Q statistics read online(s)'s logits, which the fused step does not store: their step runs the head GEMMs
+  // for them (fh_net_train_heads). With lr 1e-12 both runs train on (nearly) the same batches, so an epoch's Q
+  // statistics and loss agree with the unfused path's; logits never written would give Q statistics of zeros or
+  // of another step's rows.
+  test('bf16, reference widths: an epoch\'s Q statistics and losses agree with FH_HEADS_LOSS=0', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128']);
+    const run = (env: Record<string, string>) => withEnv(env, () => {
+      const gpu = loadNative('cuda');
+      return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
+        const engine = info(gpu, h).engine;
+        const st = runEpoch(gpu, h);
+        return { engine, st };
+      });
+    });
+    const a = run({ FH_HEADS_LOSS: '1' });
+    const b = run({ FH_HEADS_LOSS: '0' });
+    expect(a.engine).toMatch(/head outputs in the loss/);
+    expect(b.engine).not.toMatch(/head outputs in the loss/);
+    expect(a.st.q_var).toBeGreaterThan(0);
+    for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
+      const x = Number(a.st[k]);
+      const y = Number(b.st[k]);
+      expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
+      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(2e-2 * Math.max(1e-3, Math.abs(y)));
+    }
+  });
+});

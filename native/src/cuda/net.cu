@@ -211,6 +211,14 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * approximate-math loss the step is 523 vs 539 us on the H200 (the exact loss, which converts
      * every load, made bf16 logits lose: 600 vs 580 us; bench/RESULTS.md) */
     const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && strcmp(lb, "0") == 0) ? FH_BF16 : FH_F32;
+    /* the head outputs of the training passes inside the loss (FH_HEADS_LOSS=1; else the GEMMs and the loss kernel) */
+    int dev = 0, optin = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+      optin = 0;
+    net->heads_loss = train_ldt == FH_BF16 && L.atoms > 1 && L.n_heads == L.n_branches + 1 &&
+                      fh_env_is("FH_HEADS_LOSS", "1") &&
+                      fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, optin);
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
@@ -363,8 +371,12 @@ fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s) {
 
 static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const float* M, int32_t B);
 
-/* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward). */
-static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks) {
+static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, int32_t B);
+
+/* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward); heads: the head
+ * outputs too (not when the loss computes them, heads_loss). */
+static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks,
+                               bool heads = true) {
   const fh_layout& L = net->L;
   fh_net_pass& P = net->pass[p];
   const fh_dtype op = net->op;
@@ -401,8 +413,20 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
                      fh_byte_ptr(S, L.b2, op), FH_EPI_RELU_BIAS, P.a2, op, L.h2, m ? net->mask2 : none));
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
-  if (train_pass && (net->knockout & FH_KO_HEADS)) {
-  } else if (net->mma_heads) {
+  if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
+  } else {
+    FH_TRY(net_heads(net, p, S, M, B));
+  }
+  if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
+  return FH_OK;
+}
+
+/* The head outputs of pass p's B rows (its activations ah) into its logits. */
+static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, int32_t B) {
+  const fh_layout& L = net->L;
+  fh_net_pass& P = net->pass[p];
+  const int HH = L.n_heads * L.hh;
+  if (net->mma_heads) {
     /* all head outputs as one grouped launch on the main stream */
     fh_mma_problem pr[FH_NET_HEADS];
     for (int k = 0; k < L.n_heads; ++k) {
@@ -417,12 +441,13 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
       pr[k].N = L.out_pad[k];
       pr[k].K = L.hh;
     }
-    FH_TRY(fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NT, P.ldt, FH_MMA_BIAS, P.s));
-  } else {
-    FH_TRY(net_heads_cublaslt(net, p, S, M, B));
+    return fh_launch_mma_gemm(pr, L.n_heads, B, FH_MMA_NT, P.ldt, FH_MMA_BIAS, P.s);
   }
-  if (want_q) FH_TRY(fh_net_expected_q(net, p, B, P.s));
-  return FH_OK;
+  return net_heads_cublaslt(net, p, S, M, B);
+}
+
+fh_status fh_net_train_heads(fh_net* net, int32_t B) {
+  return net->heads_loss ? net_heads(net, 0, net->online_sh, net->online, B) : FH_OK;
 }
 
 /* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
@@ -476,6 +501,40 @@ fh_status fh_net_forward(fh_net* net, int p, int which, int32_t B, int want_q) {
 
 static bool fh_net_target_cached(const fh_net* net) { return net->tcache && net->tcache->on && net->tc_rows; }
 
+/* The fused head outputs + loss (kernels/heads_loss.cu) of pass 0's B samples; heads_loss is set only where the
+ * logits and gradients are bf16, so the other dtypes never come here. */
+static fh_status net_heads_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                                const float* weight, const fh_heads_view_t<fh_bf16>& tg, const fh_heads_grad<fh_bf16>& g) {
+  const fh_layout& L = net->L;
+  fh_heads_loss_args a{};
+  a.H = static_cast<const fh_bf16*>(net->pass[0].ah);
+  a.ldh = L.n_heads * L.hh;
+  for (int k = 0; k < L.n_heads; ++k) {
+    a.W[k] = static_cast<const fh_bf16*>(net->online_sh) + L.WO[k];
+    a.bias[k] = static_cast<const fh_bf16*>(net->online_sh) + L.bO[k];
+  }
+  for (int d = 0; d < L.n_branches; ++d) a.n[d] = L.branch_sizes[d];
+  a.nb = L.n_branches;
+  a.atoms = L.atoms;
+  a.v_min = net->v_min;
+  a.v_max = net->v_max;
+  a.tg = tg;
+  a.act = act;
+  a.ret = ret;
+  a.disc = disc;
+  a.weight = weight;
+  a.B = B;
+  a.wloss = net->wloss;
+  a.signal = net->signal;
+  a.grad = g;
+  return fh_launch_heads_loss(a, net->pass[0].s);
+}
+template <typename T, typename L_>
+static fh_status net_heads_loss(fh_net*, int32_t, const int32_t*, const float*, const float*, const float*,
+                                const fh_heads_view_t<L_>&, const fh_heads_grad<T>&) {
+  return FH_ERR_INVALID_ARGUMENT;
+}
+
 template <typename T>
 static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                const float* weight) {
@@ -497,6 +556,8 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
       for (int d = 0; d < L.n_branches; ++d) tg.a[d] = static_cast<const L_*>(net->tcache->logits[d + 1]);
       tg.rows = net->tc_rows;
     }
+    /* bf16 mode: online(s) and online(s') from pass 0's head activations, inside the loss */
+    if (net->heads_loss) return net_heads_loss(net, B, act, ret, disc, weight, tg, g);
     return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), tg, act, ret, disc, weight, B,
                                  net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
   };
@@ -740,7 +801,7 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready
     FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
     FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
   }
-  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true));
+  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true, !net->heads_loss));
   if (!target_ready) {
     FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
     FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));

@@ -93,6 +93,9 @@ struct fh_net {
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
+  int heads_loss;               /* bf16 mode with bf16 train logits, C51, shapes fh_heads_loss_supported takes
+                                   (FH_HEADS_LOSS=0: off): the training passes' head outputs of online(s) and
+                                   online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
   /* target(s')'s first layer from the per-bar table of the target net's market part (kernels/p1.cuh,
@@ -208,6 +211,9 @@ fh_heads_view_t<L> fh_net_view(const fh_net* net, int p, int32_t row0 = 0);
 
 /* Expected Q of pass p's first B rows into pass[p].q (either logits dtype). */
 fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s);
+/* With heads_loss: pass 0's head outputs of its first B rows (online(s)) into its logits, for a reader of them (the
+ * Q statistics), on pass 0's streams; without: nothing (the forward wrote them). */
+fh_status fh_net_train_heads(fh_net* net, int32_t B);
 
 /* Where a batch's s' rows go: an input of pass 0's layout (x; default pass 0's own) from row B on (s in
  * rows 0..B-1). */

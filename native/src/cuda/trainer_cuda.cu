@@ -346,6 +346,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
 
 static fh_status launch_qstats(fh_trainer* t, cudaStream_t s) {
   fh_net* net = &t->net;
+  FH_TRY(fh_net_train_heads(net, t->batch));
   FH_TRY(fh_net_expected_q(net, 0, t->batch, s));
   return fh_launch_qstats(net->pass[0].q, net->nq, t->batch, net->L.branch_sizes, net->L.n_branches, net->qs_part,
                           t->qstats, s);
@@ -989,6 +990,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.mma ? "mma" : t->net.fused ? "fused-epilogue" : "kernel",
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
+  if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
   if (t->tp1.on) engine_add(out, w, ", target P1 table");
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
   if (t->net.side_sms) engine_add(out, w, ", side dW on %d SMs", t->net.side_sms);

@@ -1,0 +1,484 @@
+/*
+ * heads_loss.cu — the training step's head outputs and its C51 BDQ loss as one kernel (bf16 mode).
+ *
+ * Unfused, the four head-output GEMMs write the logits of online(s) and online(s') (2B rows of
+ * 51 x (1 + 3 + 4 + 3) bf16 at the reference: 37 MB a step) and the loss kernel reads them back. Here
+ * each warp takes 16 samples, multiplies their head-layer activations (pass 0's `ah`, s rows 0..B-1,
+ * s' rows B..2B-1) by the head-output weights with mma.sync, and runs the loss of fh_launch_bdq_loss
+ * (loss.cu) on the fragments: the logits never leave the registers. Reads: the activations, the
+ * target(s') rows (the target cache), act / ret / disc / weight; writes: the gradient rows, wloss, signal.
+ *
+ * Per warp and tile of 16 samples (lane = 4 g + t holds rows g and g + 8, and per n8 tile c the atoms
+ * 8 c + 2 t and 8 c + 2 t + 1; a row's 56 atom slots are spread over the 4 lanes of a quad, so every
+ * reduction over atoms is the lane's own 14 values and two XOR shuffles):
+ *   1. online(s'): V = h_v W_v + b_v; per branch the dueling mean M = mean_a (h_d W_a + b_a), then per
+ *      action the logits V + A_a - M, their softmax and Q_a = sum_j p_j z_j; a*_d = the first argmax;
+ *   2. target: the mean over branches of softmax(target logits at a*_d) from the target(s') rows, its
+ *      C51 projection after ret + disc z (fh_c51_project_atom over the row in shared memory);
+ *   3. online(s): x_d = V + sum_a ([a == a_d] - 1/n) (h_d W_a + b_a), its softmax, CE and gradient
+ *      g = coef (p - tgt); the dueling backward writes dA_d(a) = [a == a_d] g - g/n and dV = sum_d g.
+ * The math is the approximate-math kernels' (ex2 / lg2 / rcp approximations; results differ from the
+ * unfused path by the bf16 rounding of its stored logits and the order of sums). Deterministic.
+ *
+ * Weights: every block of a CTA copies the head outputs' weights into shared memory once, one 56-row
+ * block per (head, action) (value: 1, branch d: n_d), rows padded to 136 bf16 (ldmatrix without bank
+ * conflicts), the k order permuted so that a lane's A fragments for two k-steps are one 16-byte load of
+ * its activation row. Limits (fh_heads_loss_supported): head hidden 128, 2 <= atoms <= 56, nb <= 3,
+ * n_d <= 4, 1 + sum n_d <= 11 blocks (the reference: 11, 227 KB of shared memory with the warps' scratch).
+ */
+#include "net_kernels.cuh"
+#include "loss_math.cuh"
+#include "mma.cuh"
+
+#include <float.h>
+#include <mutex>
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
+constexpr int kK = FH_HEADS_LOSS_K;          /* head hidden (the GEMMs' K) */
+constexpr int kRowS = kK + 8;                /* shared row of one output column: 272 bytes */
+constexpr int kNT = 7;                       /* n8 tiles per block */
+constexpr int kCols = kNT * 8;               /* atom slots per block */
+constexpr int kRows = 16;                    /* samples per warp tile */
+constexpr int kScratch = 2 * kRows * kCols;  /* floats per warp: the projection's masses and positions */
+
+/* Shared memory of a launch with nblk weight blocks. */
+size_t smem_bytes(int nblk) {
+  return (size_t)nblk * (kCols * kRowS * sizeof(fh_bf16) + kCols * sizeof(float)) + (size_t)kWarps * kScratch * sizeof(float);
+}
+
+}  // namespace
+
+/* A fragments of 16 rows (lane: rows a and b) of one head's activations: k-steps 2 kk and 2 kk + 1 from one
+ * 16-byte load per row (the permuted k order of the shared weights). */
+static __device__ __forceinline__ void fh_hl_frags(uint32_t (&af)[8][4], const fh_bf16* ra, const fh_bf16* rb, int t) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint4 qa = __ldg(reinterpret_cast<const uint4*>(ra + 32 * kk + 8 * t));
+    const uint4 qb = __ldg(reinterpret_cast<const uint4*>(rb + 32 * kk + 8 * t));
+    af[2 * kk][0] = qa.x;
+    af[2 * kk][1] = qb.x;
+    af[2 * kk][2] = qa.y;
+    af[2 * kk][3] = qb.y;
+    af[2 * kk + 1][0] = qa.z;
+    af[2 * kk + 1][1] = qb.z;
+    af[2 * kk + 1][2] = qa.w;
+    af[2 * kk + 1][3] = qb.w;
+  }
+}
+
+/* acc = A (16 x 128) times weight block blk (128 x 56) plus its bias. */
+static __device__ __forceinline__ void fh_hl_gemm(float (&acc)[kNT][4], const uint32_t (&af)[8][4], const fh_bf16* sW,
+                                                  const float* sBias, int blk, int lane) {
+  const fh_bf16* base = sW + (size_t)blk * kCols * kRowS + (lane & 7) * kRowS + 8 * ((lane >> 3) & 1) + 16 * (lane >> 4);
+  const float* bias = sBias + blk * kCols + 2 * (lane & 3);
+#pragma unroll
+  for (int c = 0; c < kNT; ++c) {
+    const float b0 = bias[8 * c], b1 = bias[8 * c + 1];
+    acc[c][0] = b0;
+    acc[c][1] = b1;
+    acc[c][2] = b0;
+    acc[c][3] = b1;
+  }
+#pragma unroll
+  for (int k2 = 0; k2 < 4; ++k2)
+#pragma unroll
+    for (int c = 0; c < kNT; ++c) {
+      uint32_t b[4];
+      fh_ldsm_x4(b, base + c * 8 * kRowS + 32 * k2);
+      fh_mma_bf16(acc[c], af[2 * k2][0], af[2 * k2][1], af[2 * k2][2], af[2 * k2][3], b[0], b[1]);
+      fh_mma_bf16(acc[c], af[2 * k2 + 1][0], af[2 * k2 + 1][1], af[2 * k2 + 1][2], af[2 * k2 + 1][3], b[2], b[3]);
+    }
+}
+
+/* Sum / max over the 4 lanes of a quad (one row's atoms). */
+static __device__ __forceinline__ float fh_quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+static __device__ __forceinline__ float fh_quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+/* Softmax parts of the lane's two rows of x (-inf outside the atoms): mx = the row maxima, x := exp(x - mx),
+ * S = the row sums. */
+static __device__ __forceinline__ void fh_hl_softmax(float (&x)[kNT][4], float (&mx)[2], float (&S)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float m = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < kNT; ++c) m = fmaxf(m, fmaxf(x[c][2 * r], x[c][2 * r + 1]));
+    mx[r] = fh_quad_max(m);
+    const float mL = mx[r] * kLog2e;
+    float s = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kNT; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        x[c][2 * r + e] = fh_exp_shifted(x[c][2 * r + e], mL);
+        s += x[c][2 * r + e];
+      }
+    S[r] = fh_quad_sum(s);
+  }
+}
+
+static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const fh_heads_loss_args p) {
+  extern __shared__ __align__(16) unsigned char fh_hl_smem[];
+  const int nb = p.nb, atoms = p.atoms;
+  int nblk = 1;
+  for (int d = 0; d < nb; ++d) nblk += p.n[d];
+  fh_bf16* sW = reinterpret_cast<fh_bf16*>(fh_hl_smem);
+  float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
+  float* sScr = sBias + nblk * kCols;
+
+  /* the weights: block 0 the value head, then branch d's actions (block 1 + sum_{d' < d} n_d' + a) */
+#pragma unroll 4
+  for (int w = threadIdx.x; w < nblk * kCols * (kK / 8); w += kThreads) {
+    const int blk = w / (kCols * (kK / 8)), rem = w % (kCols * (kK / 8));
+    const int r = rem / (kK / 8), c16 = rem % (kK / 8);
+    int head = 0, a = blk - 1;
+    while (blk > 0 && a >= p.n[head]) a -= p.n[head++];
+    if (blk > 0) ++head;
+    const int src = (blk > 0 ? a * atoms : 0) + r;
+    uint4 q = make_uint4(0u, 0u, 0u, 0u);
+    if (r < atoms) q = __ldg(reinterpret_cast<const uint4*>(p.W[head] + (size_t)src * kK + 8 * c16));
+    /* real k 32 kk + 8 tt + 4 h + 2 which (+0, 1) -> shared position 16 (2 kk + h) + 8 which + 2 tt */
+    const int kk = c16 >> 2, tt = c16 & 3;
+    uint32_t* row = reinterpret_cast<uint32_t*>(sW + (size_t)blk * kCols * kRowS + r * kRowS);
+    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int pw = 0; pw < 4; ++pw) row[(16 * (2 * kk + (pw >> 1)) + 8 * (pw & 1) + 2 * tt) >> 1] = words[pw];
+    if (c16 == 0) sBias[blk * kCols + r] = r < atoms ? __bfloat162float(p.bias[head][src]) : 0.0f;
+  }
+  __syncthreads();
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  float* sm = sScr + warp * kScratch;  /* [16][56] masses, then [16][56] positions */
+  float* sb = sm + kRows * kCols;
+  const float vmin = p.v_min, vmax = p.v_max;
+  const float inv_nb = fh_rcp_refined((float)nb);
+  const float dz = (vmax - vmin) * fh_rcp_refined((float)(atoms - 1));
+  const float inv_dz = (float)(atoms - 1) * fh_rcp_refined(vmax - vmin);
+  float inv_n[FH_MAX_BRANCHES];
+  int so[FH_MAX_BRANCHES];  /* each branch's first weight block */
+#pragma unroll
+  for (int d = 0, o = 1; d < FH_MAX_BRANCHES; ++d) {
+    inv_n[d] = fh_rcp_refined(d < nb ? (float)p.n[d] : 1.0f);
+    so[d] = o;
+    o += d < nb ? p.n[d] : 0;
+  }
+  /* this lane's atoms: j = 8 c + 2 t + e; ok when j < atoms; z_j the support */
+  bool ok[kNT][2];
+  float zj[kNT][2];
+#pragma unroll
+  for (int c = 0; c < kNT; ++c)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int j = 8 * c + 2 * t + e;
+      ok[c][e] = j < atoms;
+      zj[c][e] = vmin + (float)j * dz;
+    }
+  const int B = p.B, tiles = (B + kRows - 1) / kRows;
+  const float coef0 = fh_rcp_approx((float)B * (float)nb);
+
+  for (int tile = blockIdx.x * kWarps + warp; tile < tiles; tile += gridDim.x * kWarps) {
+    const int i0 = tile * kRows;
+    const int ir[2] = {i0 + g < B ? i0 + g : B - 1, i0 + g + 8 < B ? i0 + g + 8 : B - 1};
+    const bool live[2] = {i0 + g < B, i0 + g + 8 < B};
+
+    /* ---- 1. online(s'): the double-DQN argmax of every branch ---- */
+    int astar[FH_MAX_BRANCHES][2];
+    {
+      const fh_bf16* h0 = p.H + (int64_t)(B + ir[0]) * p.ldh;
+      const fh_bf16* h1 = p.H + (int64_t)(B + ir[1]) * p.ldh;
+      float V[kNT][4];
+      {
+        uint32_t af[8][4];
+        fh_hl_frags(af, h0, h1, t);
+        fh_hl_gemm(V, af, sW, sBias, 0, lane);
+      }
+#pragma unroll
+      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+        astar[d][0] = astar[d][1] = 0;
+        if (d >= nb) continue;
+        uint32_t af[8][4];
+        fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
+        const int n = p.n[d];
+        float M[kNT][4];
+        {
+          float acc[kNT][4];
+          for (int a = 0; a < n; ++a) {
+            fh_hl_gemm(acc, af, sW, sBias, so[d] + a, lane);
+#pragma unroll
+            for (int c = 0; c < kNT; ++c)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) M[c][e] = a == 0 ? acc[c][e] : M[c][e] + acc[c][e];
+          }
+        }
+        float bq[2] = {-INFINITY, -INFINITY};
+        for (int a = 0; a < n; ++a) {
+          float x[kNT][4];
+          fh_hl_gemm(x, af, sW, sBias, so[d] + a, lane);
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + x[c][e] - M[c][e] * inv_n[d] : -INFINITY;
+          float mx[2], S[2];
+          fh_hl_softmax(x, mx, S);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            float az = 0.0f;
+#pragma unroll
+            for (int c = 0; c < kNT; ++c)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], zj[c][e], az);
+            const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
+            if (q > bq[r]) {
+              bq[r] = q;
+              astar[d][r] = a;
+            }
+          }
+        }
+      }
+    }
+
+    /* ---- 2. the target distribution and its projection (the rows' masses and positions in shared memory) ---- */
+    float st[kNT][4];
+    {
+      int64_t ti[2];
+      float r_[2], g_[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        ti[r] = fh_view_row(p.tg, ir[r]);
+        r_[r] = p.ret[ir[r]];
+        g_[r] = p.disc[ir[r]];
+      }
+      float vt[kNT][4], mj[kNT][4];
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 8 * c + 2 * t + (e & 1);
+          vt[c][e] = ok[c][e & 1] ? fh_ldg_f32(p.tg.v + ti[e >> 1] * p.tg.ldv + j) : 0.0f;
+          mj[c][e] = 0.0f;
+        }
+#pragma unroll
+      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+        if (d >= nb) continue;
+        const int n = p.n[d];
+        float xt[kNT][4];
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = 8 * c + 2 * t + (e & 1);
+            const fh_bf16* row = p.tg.a[d] + ti[e >> 1] * p.tg.lda[d] + j;
+            float y = 0.0f, sel = 0.0f;
+            if (ok[c][e & 1]) {
+              for (int a = 0; a < n; ++a) {
+                const float v = fh_ldg_f32(row + a * atoms);
+                y += v;
+                if (a == astar[d][e >> 1]) sel = v;
+              }
+            }
+            xt[c][e] = ok[c][e & 1] ? vt[c][e] + sel - y * inv_n[d] : -INFINITY;
+          }
+        float mx[2], S[2];
+        fh_hl_softmax(xt, mx, S);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float inv = fh_rcp_approx(S[r]) * inv_nb;
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) mj[c][2 * r + e] = __fmaf_rn(xt[c][2 * r + e], inv, mj[c][2 * r + e]);
+        }
+      }
+      /* C51 projection after ret + disc z, as the loss kernels (a NaN target or a non-finite disc poisons the row;
+       * disc == 0 puts all of the mass on b of ret alone) */
+      bool nan[2] = {false, false};
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, j = 8 * c + 2 * t + (e & 1), row = g + 8 * r;
+          if (ok[c][e & 1]) {
+            float tz = r_[r] + g_[r] * zj[c][e & 1];
+            nan[r] = nan[r] || tz != tz;
+            tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+            float b = (tz - vmin) * inv_dz;
+            if (b > (float)(atoms - 1)) b = (float)(atoms - 1);
+            if (b < 0.0f) b = 0.0f;
+            sm[row * kCols + j] = mj[c][e];
+            sb[row * kCols + j] = b;
+          }
+        }
+      __syncwarp();
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const bool bad = fh_quad_max(nan[r] ? 1.0f : 0.0f) > 0.0f || !(fabsf(g_[r]) <= FLT_MAX);
+        const int row = g + 8 * r;
+        float b_own = 0.0f;
+        if (g_[r] == 0.0f) {
+          float tz = r_[r];
+          tz = tz < vmin ? vmin : (tz > vmax ? vmax : tz);
+          b_own = (tz - vmin) * inv_dz;
+          if (b_own > (float)(atoms - 1)) b_own = (float)(atoms - 1);
+          if (b_own < 0.0f) b_own = 0.0f;
+        }
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float fk = (float)(8 * c + 2 * t + e);
+            float v = 0.0f;
+            if (ok[c][e])
+              v = g_[r] == 0.0f ? fmaxf(0.0f, 1.0f - fabsf(b_own - fk))
+                                : fh_c51_project_atom(sb + row * kCols, sm + row * kCols, atoms, fk, g_[r] >= 0.0f);
+            st[c][2 * r + e] = bad ? r_[r] + g_[r] * vmin + NAN : v;
+          }
+      }
+      __syncwarp();  /* the scratch is free for the next tile */
+    }
+
+    /* ---- 3. online(s): cross-entropy, its gradient and the dueling backward ---- */
+    {
+      const fh_bf16* h0 = p.H + (int64_t)ir[0] * p.ldh;
+      const fh_bf16* h1 = p.H + (int64_t)ir[1] * p.ldh;
+      float V[kNT][4], dv[kNT][4];
+      {
+        uint32_t af[8][4];
+        fh_hl_frags(af, h0, h1, t);
+        fh_hl_gemm(V, af, sW, sBias, 0, lane);
+      }
+      float coef[2], ce[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) coef[r] = p.weight[ir[r]] * coef0;
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dv[c][e] = 0.0f;
+#pragma unroll
+      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
+        if (d >= nb) continue;
+        const int n = p.n[d];
+        const int ad[2] = {fh_taken_action(p.act, ir[0], d, nb, n), fh_taken_action(p.act, ir[1], d, nb, n)};
+        uint32_t af[8][4];
+        fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
+        float x[kNT][4];
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) x[c][e] = V[c][e];
+        for (int a = 0; a < n; ++a) {
+          float acc[kNT][4];
+          fh_hl_gemm(acc, af, sW, sBias, so[d] + a, lane);
+          const float w0 = (a == ad[0] ? 1.0f : 0.0f) - inv_n[d], w1 = (a == ad[1] ? 1.0f : 0.0f) - inv_n[d];
+#pragma unroll
+          for (int c = 0; c < kNT; ++c) {
+            x[c][0] = __fmaf_rn(w0, acc[c][0], x[c][0]);
+            x[c][1] = __fmaf_rn(w0, acc[c][1], x[c][1]);
+            x[c][2] = __fmaf_rn(w1, acc[c][2], x[c][2]);
+            x[c][3] = __fmaf_rn(w1, acc[c][3], x[c][3]);
+          }
+        }
+        float xs[kNT][4];
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            x[c][e] = ok[c][e & 1] ? x[c][e] : -INFINITY;
+            xs[c][e] = x[c][e];
+          }
+        float mx[2], S[2];
+        fh_hl_softmax(x, mx, S);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float lse = mx[r] + fh_lg2_approx(S[r]) * kLn2, inv = fh_rcp_approx(S[r]);
+          float cer = 0.0f;
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int k = 2 * r + e;
+              if (ok[c][e]) cer = __fmaf_rn(st[c][k], lse - xs[c][k], cer);
+              x[c][k] = ok[c][e] ? coef[r] * (x[c][k] * inv - st[c][k]) : 0.0f; /* x := the gradient g */
+              dv[c][k] += x[c][k];
+            }
+          ce[r] += cer;
+        }
+        /* dA_d(a, j) = [a == a_d] g_j - g_j / n, pads 0 */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (!live[r]) continue;
+          fh_bf16* arow = p.grad.a[d] + (int64_t)ir[r] * p.grad.lda[d];
+          for (int a = 0; a < n; ++a)
+#pragma unroll
+            for (int c = 0; c < kNT; ++c)
+#pragma unroll
+              for (int e = 0; e < 2; ++e)
+                if (ok[c][e]) {
+                  const float gk = x[c][2 * r + e];
+                  arow[a * atoms + 8 * c + 2 * t + e] = __float2bfloat16_rn((a == ad[r] ? gk : 0.0f) - gk * inv_n[d]);
+                }
+          for (int col = n * atoms + t; col < p.grad.lda[d]; col += 4) arow[col] = __float2bfloat16_rn(0.0f);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float cer = fh_quad_sum(ce[r]);
+        if (!live[r]) continue;
+        fh_bf16* vrow = p.grad.v + (int64_t)ir[r] * p.grad.ldv;
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (ok[c][e]) vrow[8 * c + 2 * t + e] = __float2bfloat16_rn(dv[c][2 * r + e]);
+        for (int col = atoms + t; col < p.grad.ldv; col += 4) vrow[col] = __float2bfloat16_rn(0.0f);
+        if (t == 0) {
+          p.wloss[ir[r]] = p.weight[ir[r]] * (cer * inv_nb);
+          p.signal[ir[r]] = cer;
+        }
+      }
+    }
+  }
+}
+
+bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin) {
+  if (hh != kK || atoms < 2 || atoms > kCols || nb < 1 || nb > FH_MAX_BRANCHES || ldh % 8) return false;
+  int nblk = 1;
+  for (int d = 0; d < nb; ++d) {
+    if (n[d] < 1 || n[d] > 4) return false;
+    nblk += n[d];
+  }
+  return smem_bytes(nblk) <= FH_HEADS_LOSS_SMEM_MAX && smem_bytes(nblk) <= (size_t)smem_optin;
+}
+
+fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s) {
+  if (a.B <= 0) return FH_OK;
+  if (!fh_heads_loss_supported(kK, a.atoms, a.nb, a.n, a.ldh, FH_HEADS_LOSS_SMEM_MAX) || !a.H || !a.tg.v) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_heads_loss", "shapes outside the fused head outputs + loss");
+    return FH_ERR_INVALID_ARGUMENT;
+  }
+  int nblk = 1;
+  for (int d = 0; d < a.nb; ++d) nblk += a.n[d];
+  const size_t smem = smem_bytes(nblk);
+  /* the attribute is the function's: set once, to the most any supported shape takes */
+  static std::once_flag once;
+  static cudaError_t attr = cudaSuccess;
+  std::call_once(once, [] {
+    attr = cudaFuncSetAttribute(fh_heads_loss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                FH_HEADS_LOSS_SMEM_MAX);
+  });
+  if (attr != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_heads_loss", cudaGetErrorString(attr));
+    return FH_ERR_DEVICE;
+  }
+  const int tiles = (a.B + kRows - 1) / kRows;
+  fh_heads_loss_kernel<<<(tiles + kWarps - 1) / kWarps, kThreads, smem, s>>>(a);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
