@@ -196,9 +196,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
        * epoch -2.0 ms on an H100 against the whole GPU (88 or 76 SMs: -0.0 and -0.5; bench/RESULTS.md).
        * FH_DW1_SMS=<count> sets the count (0: the whole GPU) */
       net->dw1_sms = (int)fh_env_int("FH_DW1_SMS", 0, net->n_sm, sm_share(net->n_sm, 100, 132));
-      /* FH_HEADS_DW_SMS=<count> (A/B; default 0): each head output's weight-gradient GEMM (off the backward's chain,
-       * beside the replay's priority update) planned for that many SMs */
-      net->heads_dw_sms = (int)fh_env_int("FH_HEADS_DW_SMS", 0, net->n_sm, 0);
     }
     const char* cms = getenv("FH_COLSUM_MERGED");
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
@@ -614,7 +611,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
       FH_TRY(fh_launch_relu_bwd_colsum<T>(dl, nullptr, L.out_pad[k], B, L.out_pad[k], net->colsum_part[k],
                                           G + L.bO[k], hs));
     }
-    FH_TRY(with_sms(net->gemm, net->heads_dw_sms > 0 ? net->heads_dw_sms : share, [&] {
+    FH_TRY(with_sms(net->gemm, share, [&] {
       return fh_gemm_dw(net->gemm, hs, P.ws[k], op, B, L.out_pad[k], L.hh, dl, L.out_pad[k],
                         fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, G + L.WO[k], fused ? G + L.bO[k] : nullptr);
     }));

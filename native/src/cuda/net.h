@@ -152,8 +152,6 @@ struct fh_net {
                                    bench/RESULTS.md); 0 or 100: the whole GPU */
   int dw1_sms;                  /* the first layer's market-column dW GEMM planned for 100 / 132 of the SMs, leaving
                                    the replay's gather room beside it (FH_DW1_SMS=<count>; 0: the whole GPU) */
-  int heads_dw_sms;             /* FH_HEADS_DW_SMS=<count> (default 0): each head output's dW GEMM planned for that many
-                                   SMs (A/B) */
   int relu_masks;               /* bf16 kernel path (FH_RELU_MASKS=0: off): pass 0's forward stores the ReLU
                                    bit masks (cuBLASLt RELU_AUX epilogue) and the backward's ReLU passes of layers
                                    >= 256 wide read them instead of the bf16 activations (a sixteenth of those bytes) */
