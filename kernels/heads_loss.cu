@@ -42,6 +42,7 @@ constexpr int kRowS = kK + 8;                /* shared row of one output column:
 constexpr int kNT = 7;                       /* n8 tiles per block */
 constexpr int kCols = kNT * 8;               /* atom slots per block */
 constexpr int kRows = 16;                    /* samples per warp tile */
+constexpr int kMaxN = 4;                     /* actions per branch */
 constexpr int kScratch = 2 * kRows * kCols;  /* floats per warp: the projection's masses and positions */
 
 /* Shared memory of a launch with nblk weight blocks. */
@@ -245,8 +246,8 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
       }
     }
 
-    /* ---- 2. the target distribution and its projection (the rows' masses and positions in shared memory) ---- */
-    float st[kNT][4];
+    /* ---- 2. the target distribution and its projection (the rows' masses and positions in shared memory); the
+     * projected target tgt then replaces the lane's own masses there, for phase 3 ---- */
     {
       int64_t ti[2];
       float r_[2], g_[2];
@@ -256,36 +257,36 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
         r_[r] = p.ret[ir[r]];
         g_[r] = p.disc[ir[r]];
       }
-      float vt[kNT][4], mj[kNT][4];
+      float mj[kNT][4];
 #pragma unroll
       for (int c = 0; c < kNT; ++c)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = 8 * c + 2 * t + (e & 1);
-          vt[c][e] = ok[c][e & 1] ? fh_ldg_f32(p.tg.v + ti[e >> 1] * p.tg.ldv + j) : 0.0f;
-          mj[c][e] = 0.0f;
-        }
+        for (int e = 0; e < 4; ++e) mj[c][e] = 0.0f;
 #pragma unroll
       for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
         if (d >= nb) continue;
         const int n = p.n[d];
+        /* per row (the action loop unrolled to its bound, n at run time, so that the loads issue together) */
         float xt[kNT][4];
 #pragma unroll
-        for (int c = 0; c < kNT; ++c)
+        for (int r = 0; r < 2; ++r) {
+          const fh_bf16* row = p.tg.a[d] + ti[r] * p.tg.lda[d] + 2 * t;
+          const fh_bf16* vrow = p.tg.v + ti[r] * p.tg.ldv + 2 * t;  /* the value row, again per branch (L1) */
+          const int as = astar[d][r];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = 8 * c + 2 * t + (e & 1);
-            const fh_bf16* row = p.tg.a[d] + ti[e >> 1] * p.tg.lda[d] + j;
-            float y = 0.0f, sel = 0.0f;
-            if (ok[c][e & 1]) {
-              for (int a = 0; a < n; ++a) {
-                const float v = fh_ldg_f32(row + a * atoms);
-                y += v;
-                if (a == astar[d][e >> 1]) sel = v;
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float y = 0.0f, sel = 0.0f;
+#pragma unroll
+              for (int a = 0; a < kMaxN; ++a) {
+                const float v = a < n && ok[c][e] ? fh_ldg_f32(row + a * atoms + 8 * c + e) : 0.0f;
+                y += v;  /* 0 past n */
+                sel = a == as ? v : sel;
               }
+              xt[c][2 * r + e] = ok[c][e] ? fh_ldg_f32(vrow + 8 * c + e) + sel - y * inv_n[d] : -INFINITY;
             }
-            xt[c][e] = ok[c][e & 1] ? vt[c][e] + sel - y * inv_n[d] : -INFINITY;
-          }
+        }
         float mx[2], S[2];
         fh_hl_softmax(xt, mx, S);
 #pragma unroll
@@ -317,6 +318,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
           }
         }
       __syncwarp();
+      float st[kNT][4];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const bool bad = fh_quad_max(nan[r] ? 1.0f : 0.0f) > 0.0f || !(fabsf(g_[r]) <= FLT_MAX);
@@ -341,14 +343,22 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
             st[c][2 * r + e] = bad ? r_[r] + g_[r] * vmin + NAN : v;
           }
       }
-      __syncwarp();  /* the scratch is free for the next tile */
+      __syncwarp();  /* every lane's projection read the rows: each lane's own slots are its own again */
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 8 * c + 2 * t + (e & 1), row = g + 8 * (e >> 1);
+          sm[row * kCols + j] = st[c][e];
+          sb[row * kCols + j] = 0.0f;  /* dV's sum over branches */
+        }
     }
 
     /* ---- 3. online(s): cross-entropy, its gradient and the dueling backward ---- */
     {
       const fh_bf16* h0 = p.H + (int64_t)ir[0] * p.ldh;
       const fh_bf16* h1 = p.H + (int64_t)ir[1] * p.ldh;
-      float V[kNT][4], dv[kNT][4];
+      float V[kNT][4];
       {
         uint32_t af[8][4];
         fh_hl_frags(af, h0, h1, t);
@@ -357,10 +367,6 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
       float coef[2], ce[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int r = 0; r < 2; ++r) coef[r] = p.weight[ir[r]] * coef0;
-#pragma unroll
-      for (int c = 0; c < kNT; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dv[c][e] = 0.0f;
 #pragma unroll
       for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
         if (d >= nb) continue;
@@ -385,30 +391,34 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
             x[c][3] = __fmaf_rn(w1, acc[c][3], x[c][3]);
           }
         }
-        float xs[kNT][4];
+        /* CE_d = sum_j tgt_j (lse - x_j) = lse sum_j tgt_j - sum_j tgt_j x_j (the lane's parts, summed over the
+         * quad with the other branches' at the end) */
+        float sx[2] = {0.0f, 0.0f}, sst[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int c = 0; c < kNT; ++c)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
+            if (ok[c][e & 1]) {
+              const float tj = sm[(g + 8 * (e >> 1)) * kCols + 8 * c + 2 * t + (e & 1)];
+              sx[e >> 1] = __fmaf_rn(tj, x[c][e], sx[e >> 1]);
+              sst[e >> 1] += tj;
+            }
             x[c][e] = ok[c][e & 1] ? x[c][e] : -INFINITY;
-            xs[c][e] = x[c][e];
           }
         float mx[2], S[2];
         fh_hl_softmax(x, mx, S);
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const float lse = mx[r] + fh_lg2_approx(S[r]) * kLn2, inv = fh_rcp_approx(S[r]);
-          float cer = 0.0f;
+          ce[r] += __fmaf_rn(lse, sst[r], -sx[r]);
 #pragma unroll
           for (int c = 0; c < kNT; ++c)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const int k = 2 * r + e;
-              if (ok[c][e]) cer = __fmaf_rn(st[c][k], lse - xs[c][k], cer);
-              x[c][k] = ok[c][e] ? coef[r] * (x[c][k] * inv - st[c][k]) : 0.0f; /* x := the gradient g */
-              dv[c][k] += x[c][k];
+              const int k = 2 * r + e, at = (g + 8 * r) * kCols + 8 * c + 2 * t + e;
+              x[c][k] = ok[c][e] ? coef[r] * (x[c][k] * inv - sm[at]) : 0.0f; /* x := the gradient g */
+              if (ok[c][e]) sb[at] += x[c][k];
             }
-          ce[r] += cer;
         }
         /* dA_d(a, j) = [a == a_d] g_j - g_j / n, pads 0 */
 #pragma unroll
@@ -436,7 +446,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
         for (int c = 0; c < kNT; ++c)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
-            if (ok[c][e]) vrow[8 * c + 2 * t + e] = __float2bfloat16_rn(dv[c][2 * r + e]);
+            if (ok[c][e]) vrow[8 * c + 2 * t + e] = __float2bfloat16_rn(sb[(g + 8 * r) * kCols + 8 * c + 2 * t + e]);
         for (int col = atoms + t; col < p.grad.ldv; col += 4) vrow[col] = __float2bfloat16_rn(0.0f);
         if (t == 0) {
           p.wloss[ir[r]] = p.weight[ir[r]] * (cer * inv_nb);
@@ -451,7 +461,7 @@ bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, i
   if (hh != kK || atoms < 2 || atoms > kCols || nb < 1 || nb > FH_MAX_BRANCHES || ldh % 8) return false;
   int nblk = 1;
   for (int d = 0; d < nb; ++d) {
-    if (n[d] < 1 || n[d] > 4) return false;
+    if (n[d] < 1 || n[d] > kMaxN) return false;
     nblk += n[d];
   }
   return smem_bytes(nblk) <= FH_HEADS_LOSS_SMEM_MAX && smem_bytes(nblk) <= (size_t)smem_optin;
