@@ -467,6 +467,21 @@ bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, i
   return smem_bytes(nblk) <= FH_HEADS_LOSS_SMEM_MAX && smem_bytes(nblk) <= (size_t)smem_optin;
 }
 
+fh_status fh_heads_loss_setup() {
+  /* the attribute is the function's: set once, to the most any supported shape takes */
+  static std::once_flag once;
+  static cudaError_t attr = cudaSuccess;
+  std::call_once(once, [] {
+    attr = cudaFuncSetAttribute(fh_heads_loss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                FH_HEADS_LOSS_SMEM_MAX);
+  });
+  if (attr != cudaSuccess) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_heads_loss_setup", cudaGetErrorString(attr));
+    return FH_ERR_DEVICE;
+  }
+  return FH_OK;
+}
+
 fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s) {
   if (a.B <= 0) return FH_OK;
   if (!fh_heads_loss_supported(kK, a.atoms, a.nb, a.n, a.ldh, FH_HEADS_LOSS_SMEM_MAX) || !a.H || !a.tg.v) {
@@ -476,17 +491,7 @@ fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s) {
   int nblk = 1;
   for (int d = 0; d < a.nb; ++d) nblk += a.n[d];
   const size_t smem = smem_bytes(nblk);
-  /* the attribute is the function's: set once, to the most any supported shape takes */
-  static std::once_flag once;
-  static cudaError_t attr = cudaSuccess;
-  std::call_once(once, [] {
-    attr = cudaFuncSetAttribute(fh_heads_loss_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                FH_HEADS_LOSS_SMEM_MAX);
-  });
-  if (attr != cudaSuccess) {
-    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_heads_loss", cudaGetErrorString(attr));
-    return FH_ERR_DEVICE;
-  }
+  FH_TRY(fh_heads_loss_setup());
   const int tiles = (a.B + kRows - 1) / kRows;
   fh_heads_loss_kernel<<<(tiles + kWarps - 1) / kWarps, kThreads, smem, s>>>(a);
   FH_LAUNCH_CHECK();

@@ -138,6 +138,9 @@ struct fh_heads_loss_args {
  * multiple of 8, the weights and scratch within shared memory: FH_HEADS_LOSS_SMEM_MAX and the device's opt-in limit
  * smem_optin). */
 bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin);
+/* The kernel's shared-memory attribute (once per process; the launcher calls it too, but a trainer calls it first,
+ * outside any graph capture). */
+fh_status fh_heads_loss_setup();
 fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s);
 
 /* ---- gradnorm.cu ---- */

@@ -215,7 +215,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       optin = 0;
     net->heads_loss = train_ldt == FH_BF16 && L.atoms > 1 && L.n_heads == L.n_branches + 1 &&
                       fh_env_is("FH_HEADS_LOSS", "1") &&
-                      fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, optin);
+                      fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, optin) &&
+                      fh_heads_loss_setup() == FH_OK;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
