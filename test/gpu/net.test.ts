@@ -610,11 +610,13 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     });
   }
   // The Q statistics read online(s)'s logits, which the fused step does not store: their step runs the head GEMMs
-  // for them (fh_net_train_heads). With lr 1e-12 both runs train on (nearly) the same batches, so an epoch's Q
-  // statistics and loss agree with the unfused path's; logits never written would give Q statistics of zeros or
-  // of another step's rows.
+  // for them (fh_net_train_heads). With lr 1e-12 (the weights stay) and priority exponent 0 (the sampler does not see
+  // the loss's priorities, which differ by the logits' rounding) both runs train on the same batches, so an epoch's Q
+  // statistics, from the same GEMMs, agree with the unfused path's to float rounding, and its loss to the logits'
+  // rounding; logits never written would give Q statistics of zeros or of another step's rows.
   test('bf16, reference widths: an epoch\'s Q statistics and losses agree with FH_HEADS_LOSS=0', () => {
-    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128']);
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+      'replay.alpha=0']);
     const run = (env: Record<string, string>) => withEnv(env, () => {
       const gpu = loadNative('cuda');
       return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
@@ -631,8 +633,9 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
       const x = Number(a.st[k]);
       const y = Number(b.st[k]);
+      const tol = k === 'loss_mean' ? 1e-2 : 1e-4;
       expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
-      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(2e-2 * Math.max(1e-3, Math.abs(y)));
+      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(tol * Math.max(1e-3, Math.abs(y)));
     }
   });
 });
