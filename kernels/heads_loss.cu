@@ -135,24 +135,38 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
   float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
   float* sScr = sBias + nblk * kCols;
 
-  /* the weights: block 0 the value head, then branch d's actions (block 1 + sum_{d' < d} n_d' + a) */
+  /* the weights: block 0 the value head, then branch d's actions (block 1 + sum_{d' < d} n_d' + a); every 4-byte word
+   * (two k) its own asynchronous copy, all in flight at once: real k 32 kk + 8 tt + 4 h + 2 which (+0, 1) goes to the
+   * shared position 16 (2 kk + h) + 8 which + 2 tt of its row (rows past the atoms zero) */
+  {
+    int head = 0, a = 0;
+    for (int blk = 0; blk < nblk; ++blk) {
+      if (blk > 0) {
+        if (blk == 1) {
+          head = 1;
+          a = 0;
+        } else if (++a == p.n[head - 1]) {
+          ++head;
+          a = 0;
+        }
+      }
+      const fh_bf16* wsrc = p.W[head] + (size_t)(blk > 0 ? a * atoms : 0) * kK;
+      fh_bf16* wdst = sW + (size_t)blk * kCols * kRowS;
 #pragma unroll 4
-  for (int w = threadIdx.x; w < nblk * kCols * (kK / 8); w += kThreads) {
-    const int blk = w / (kCols * (kK / 8)), rem = w % (kCols * (kK / 8));
-    const int r = rem / (kK / 8), c16 = rem % (kK / 8);
-    int head = 0, a = blk - 1;
-    while (blk > 0 && a >= p.n[head]) a -= p.n[head++];
-    if (blk > 0) ++head;
-    const int src = (blk > 0 ? a * atoms : 0) + r;
-    uint4 q = make_uint4(0u, 0u, 0u, 0u);
-    if (r < atoms) q = __ldg(reinterpret_cast<const uint4*>(p.W[head] + (size_t)src * kK + 8 * c16));
-    /* real k 32 kk + 8 tt + 4 h + 2 which (+0, 1) -> shared position 16 (2 kk + h) + 8 which + 2 tt */
-    const int kk = c16 >> 2, tt = c16 & 3;
-    uint32_t* row = reinterpret_cast<uint32_t*>(sW + (size_t)blk * kCols * kRowS + r * kRowS);
-    const uint32_t words[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int pw = 0; pw < 4; ++pw) row[(16 * (2 * kk + (pw >> 1)) + 8 * (pw & 1) + 2 * tt) >> 1] = words[pw];
-    if (c16 == 0) sBias[blk * kCols + r] = r < atoms ? __bfloat162float(p.bias[head][src]) : 0.0f;
+      for (int w = threadIdx.x; w < kCols * kK / 2; w += kThreads) {
+        const int r = w / (kK / 2), pos = 2 * (w % (kK / 2));  /* shared position of the word in row r */
+        const int ks = pos >> 4, which = (pos >> 3) & 1, tt = (pos & 7) >> 1;
+        const int k = 32 * (ks >> 1) + 8 * tt + 4 * (ks & 1) + 2 * which;
+        const bool ok = r < atoms;
+        fh_cp4(wdst + r * kRowS + pos, ok ? wsrc + (size_t)r * kK + k : wsrc, ok);
+      }
+      if (threadIdx.x < kCols) {
+        const int r = threadIdx.x;
+        sBias[blk * kCols + r] = r < atoms ? __bfloat162float(p.bias[head][(blk > 0 ? a * atoms : 0) + r]) : 0.0f;
+      }
+    }
+    fh_cp_commit();
+    fh_cp_wait<0>();
   }
   __syncthreads();
 
@@ -331,6 +345,14 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
           if (b_own > (float)(atoms - 1)) b_own = (float)(atoms - 1);
           if (b_own < 0.0f) b_own = 0.0f;
         }
+        /* the lane's 14 run searches first (independent: their shared loads overlap), then the runs */
+        const bool runs = g_[r] >= 0.0f, closed = g_[r] == 0.0f;
+        int j0[kNT][2];
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            j0[c][e] = closed ? atoms : fh_c51_run_start(sb + row * kCols, atoms, (float)(8 * c + 2 * t + e), runs);
 #pragma unroll
         for (int c = 0; c < kNT; ++c)
 #pragma unroll
@@ -338,8 +360,8 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
             const float fk = (float)(8 * c + 2 * t + e);
             float v = 0.0f;
             if (ok[c][e])
-              v = g_[r] == 0.0f ? fmaxf(0.0f, 1.0f - fabsf(b_own - fk))
-                                : fh_c51_project_atom(sb + row * kCols, sm + row * kCols, atoms, fk, g_[r] >= 0.0f);
+              v = closed ? fmaxf(0.0f, 1.0f - fabsf(b_own - fk))
+                         : fh_c51_run_sum(sb + row * kCols, sm + row * kCols, atoms, fk, j0[c][e], runs);
             st[c][2 * r + e] = bad ? r_[r] + g_[r] * vmin + NAN : v;
           }
       }

@@ -7,6 +7,7 @@
  *   fh_ldsm_x4<TRANS>(r, p)           ldmatrix: four 8 x 8 bf16 matrices from shared memory, one row
  *                                    address per lane (lanes 8i..8i+7: matrix i); TRANS transposes
  *   fh_cp16(dst, src, valid)         16 bytes global -> shared (cp.async.cg), zero-filled when !valid
+ *   fh_cp4(dst, src, valid)          4 bytes global -> shared (cp.async.ca), zero-filled when !valid
  *   fh_cp_commit() / fh_cp_wait<N>() commit the issued copies as a group / wait until <= N groups pend
  *   fh_pack_bf16x2(lo, hi)           two floats rounded to a bf16 pair (lo in the low half)
  *   fh_pack_bf16x8(f)                eight floats rounded to bf16, one 16-byte group
@@ -71,6 +72,11 @@ __device__ __forceinline__ void fh_ldsm_x4(uint32_t (&r)[4], const void* p) {
 __device__ __forceinline__ void fh_cp16(void* dst, const void* src, bool valid) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+/* 4 bytes global -> shared (cp.async.ca), zero-filled when !valid */
+__device__ __forceinline__ void fh_cp4(void* dst, const void* src, bool valid) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(d), "l"(src), "r"(valid ? 4 : 0) : "memory");
 }
 __device__ __forceinline__ void fh_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
