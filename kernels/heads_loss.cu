@@ -177,14 +177,8 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
   const float inv_nb = fh_rcp_refined((float)nb);
   const float dz = (vmax - vmin) * fh_rcp_refined((float)(atoms - 1));
   const float inv_dz = (float)(atoms - 1) * fh_rcp_refined(vmax - vmin);
-  float inv_n[FH_MAX_BRANCHES];
-  int so[FH_MAX_BRANCHES];  /* each branch's first weight block */
-#pragma unroll
-  for (int d = 0, o = 1; d < FH_MAX_BRANCHES; ++d) {
-    inv_n[d] = fh_rcp_refined(d < nb ? (float)p.n[d] : 1.0f);
-    so[d] = o;
-    o += d < nb ? p.n[d] : 0;
-  }
+  /* the branch loops run once per branch (not unrolled: one copy of their GEMM passes, a smaller kernel); a branch's
+   * first weight block and 1/n are computed in them, the argmaxes kept as 2-bit fields of one word */
   /* this lane's atoms: j = 8 c + 2 t + e; ok when j < atoms; z_j the support */
   bool ok[kNT][2];
   float zj[kNT][2];
@@ -205,7 +199,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
     const bool live[2] = {i0 + g < B, i0 + g + 8 < B};
 
     /* ---- 1. online(s'): the double-DQN argmax of every branch ---- */
-    int astar[FH_MAX_BRANCHES][2];
+    uint32_t astar = 0u;  /* a*_d of row r in bits 2 (2 d + r) .. +1 */
     {
       const fh_bf16* h0 = p.H + (int64_t)(B + ir[0]) * p.ldh;
       const fh_bf16* h1 = p.H + (int64_t)(B + ir[1]) * p.ldh;
@@ -215,18 +209,17 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
         fh_hl_frags(af, h0, h1, t);
         fh_hl_gemm(V, af, sW, sBias, 0, lane);
       }
-#pragma unroll
-      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
-        astar[d][0] = astar[d][1] = 0;
-        if (d >= nb) continue;
+#pragma unroll 1
+      for (int d = 0, so = 1; d < nb; so += p.n[d], ++d) {
         uint32_t af[8][4];
         fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
         const int n = p.n[d];
+        const float inv_n = fh_rcp_refined((float)n);
         float M[kNT][4];
         {
           float acc[kNT][4];
           for (int a = 0; a < n; ++a) {
-            fh_hl_gemm(acc, af, sW, sBias, so[d] + a, lane);
+            fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
 #pragma unroll
             for (int c = 0; c < kNT; ++c)
 #pragma unroll
@@ -236,11 +229,11 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
         float bq[2] = {-INFINITY, -INFINITY};
         for (int a = 0; a < n; ++a) {
           float x[kNT][4];
-          fh_hl_gemm(x, af, sW, sBias, so[d] + a, lane);
+          fh_hl_gemm(x, af, sW, sBias, so + a, lane);
 #pragma unroll
           for (int c = 0; c < kNT; ++c)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + x[c][e] - M[c][e] * inv_n[d] : -INFINITY;
+            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + x[c][e] - M[c][e] * inv_n : -INFINITY;
           float mx[2], S[2];
           fh_hl_softmax(x, mx, S);
 #pragma unroll
@@ -253,7 +246,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
             const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
             if (q > bq[r]) {
               bq[r] = q;
-              astar[d][r] = a;
+              astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
             }
           }
         }
@@ -276,17 +269,17 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
       for (int c = 0; c < kNT; ++c)
 #pragma unroll
         for (int e = 0; e < 4; ++e) mj[c][e] = 0.0f;
-#pragma unroll
-      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
-        if (d >= nb) continue;
+#pragma unroll 1
+      for (int d = 0; d < nb; ++d) {
         const int n = p.n[d];
+        const float inv_n = fh_rcp_refined((float)n);
         /* per row (the action loop unrolled to its bound, n at run time, so that the loads issue together) */
         float xt[kNT][4];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const fh_bf16* row = p.tg.a[d] + ti[r] * p.tg.lda[d] + 2 * t;
           const fh_bf16* vrow = p.tg.v + ti[r] * p.tg.ldv + 2 * t;  /* the value row, again per branch (L1) */
-          const int as = astar[d][r];
+          const int as = (int)((astar >> (2 * (2 * d + r))) & 3u);
 #pragma unroll
           for (int c = 0; c < kNT; ++c)
 #pragma unroll
@@ -298,7 +291,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
                 y += v;  /* 0 past n */
                 sel = a == as ? v : sel;
               }
-              xt[c][2 * r + e] = ok[c][e] ? fh_ldg_f32(vrow + 8 * c + e) + sel - y * inv_n[d] : -INFINITY;
+              xt[c][2 * r + e] = ok[c][e] ? fh_ldg_f32(vrow + 8 * c + e) + sel - y * inv_n : -INFINITY;
             }
         }
         float mx[2], S[2];
@@ -389,10 +382,10 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
       float coef[2], ce[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int r = 0; r < 2; ++r) coef[r] = p.weight[ir[r]] * coef0;
-#pragma unroll
-      for (int d = 0; d < FH_MAX_BRANCHES; ++d) {
-        if (d >= nb) continue;
+#pragma unroll 1
+      for (int d = 0, so = 1; d < nb; so += p.n[d], ++d) {
         const int n = p.n[d];
+        const float inv_n = fh_rcp_refined((float)n);
         const int ad[2] = {fh_taken_action(p.act, ir[0], d, nb, n), fh_taken_action(p.act, ir[1], d, nb, n)};
         uint32_t af[8][4];
         fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
@@ -403,8 +396,8 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
           for (int e = 0; e < 4; ++e) x[c][e] = V[c][e];
         for (int a = 0; a < n; ++a) {
           float acc[kNT][4];
-          fh_hl_gemm(acc, af, sW, sBias, so[d] + a, lane);
-          const float w0 = (a == ad[0] ? 1.0f : 0.0f) - inv_n[d], w1 = (a == ad[1] ? 1.0f : 0.0f) - inv_n[d];
+          fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
+          const float w0 = (a == ad[0] ? 1.0f : 0.0f) - inv_n, w1 = (a == ad[1] ? 1.0f : 0.0f) - inv_n;
 #pragma unroll
           for (int c = 0; c < kNT; ++c) {
             x[c][0] = __fmaf_rn(w0, acc[c][0], x[c][0]);
@@ -454,7 +447,7 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
               for (int e = 0; e < 2; ++e)
                 if (ok[c][e]) {
                   const float gk = x[c][2 * r + e];
-                  arow[a * atoms + 8 * c + 2 * t + e] = __float2bfloat16_rn((a == ad[r] ? gk : 0.0f) - gk * inv_n[d]);
+                  arow[a * atoms + 8 * c + 2 * t + e] = __float2bfloat16_rn((a == ad[r] ? gk : 0.0f) - gk * inv_n);
                 }
           for (int col = n * atoms + t; col < p.grad.lda[d]; col += 4) arow[col] = __float2bfloat16_rn(0.0f);
         }
