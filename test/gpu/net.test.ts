@@ -230,6 +230,24 @@ function layoutBlocks(D: number, h1: number, h2: number, hh: number, outs: numbe
   return blocks;
 }
 
+/** Every parameter block's gradient of a (reference widths 512 / 256 / 128, head outputs `outs` columns) within
+ *  relative L2 `tol` of b's, each on its own (a wrong head, bias or layer cannot hide in the total); b's blocks must
+ *  be nonzero, so that an all-zero gradient cannot pass. */
+function expectBlocksClose(cfg: RunConfig, a: Float32Array, b: Float32Array, outs: number[], tol: number): void {
+  const gpu = loadNative('cuda');
+  const D = withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => info(gpu, h).obs_dim);
+  const blocks = layoutBlocks(D, 512, 256, 128, outs);
+  expect(blocks.at(-1)?.[1]).toBeLessThan(a.length);
+  for (const [name, off, n] of blocks) {
+    const ga = a.subarray(off, off + n);
+    const gb = b.subarray(off, off + n);
+    let norm = 0;
+    for (const v of gb) norm += v * v;
+    expect(norm, `${name}: the reference side's gradient is all zero`).toBeGreaterThan(0);
+    expect(relL2(ga, gb), `seed ${SEED}: gradient block ${name}`).toBeLessThan(tol);
+  }
+}
+
 describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + elementwise kernels', () => {
   // FH_MMA=1 (bf16): the head outputs of every forward and the backward's input gradients (ReLU derivative
   // and bias sums in the epilogue) run the project's mma kernel; the default keeps cuBLASLt. Reference
@@ -244,18 +262,7 @@ describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + 
     expect(a.engine).toMatch(/mma backward, .*mma heads/);
     expect(b.engine).toMatch(/kernel backward/);
     expectClose(a, b, 2e-2, 6e-2);
-    const gpu = loadNative('cuda');
-    const D = withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => info(gpu, h).obs_dim);
-    const blocks = layoutBlocks(D, 512, 256, 128, [51, 3 * 51, 4 * 51, 3 * 51]);
-    expect(blocks.at(-1)?.[1]).toBeLessThan(a.g.length);
-    for (const [name, off, n] of blocks) {
-      const ga = a.g.subarray(off, off + n);
-      const gb = b.g.subarray(off, off + n);
-      let norm = 0;
-      for (const v of gb) norm += v * v;
-      expect(norm, `${name}: the cuBLASLt gradient is all zero`).toBeGreaterThan(0);
-      expect(relL2(ga, gb), `seed ${SEED}: gradient block ${name}`).toBeLessThan(6e-2);
-    }
+    expectBlocksClose(cfg, a.g, b.g, [51, 3 * 51, 4 * 51, 3 * 51], 6e-2);
   });
 });
 
@@ -595,18 +602,8 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
       expect(b.engine).not.toMatch(/head outputs in the loss/);
       expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
       expectClose(a, b, 1e-2, 6e-2);
-      const gpu = loadNative('cuda');
-      const D = withTrainer(gpu, cudaConfig(cfg), nativeMarket(market(cfg)), (h) => info(gpu, h).obs_dim);
       const atoms = Number(sets[0]?.split('=')[1]);
-      const blocks = layoutBlocks(D, 512, 256, 128, [atoms, ...sizes.map((n) => n * atoms)]);
-      for (const [block, off, n] of blocks) {
-        const ga = a.g.subarray(off, off + n);
-        const gb = b.g.subarray(off, off + n);
-        let norm = 0;
-        for (const v of gb) norm += v * v;
-        expect(norm, `${block}: the unfused gradient is all zero`).toBeGreaterThan(0);
-        expect(relL2(ga, gb), `seed ${SEED}: gradient block ${block}`).toBeLessThan(6e-2);
-      }
+      expectBlocksClose(cfg, a.g, b.g, [atoms, ...sizes.map((n) => n * atoms)], 6e-2);
     });
   }
   // The Q statistics read online(s)'s logits, which the fused step does not store: their step runs the head GEMMs
