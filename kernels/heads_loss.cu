@@ -14,17 +14,21 @@
  *   1. online(s'): V = h_v W_v + b_v; per branch the dueling mean M = mean_a (h_d W_a + b_a), then per
  *      action the logits V + A_a - M, their softmax and Q_a = sum_j p_j z_j; a*_d = the first argmax;
  *   2. target: the mean over branches of softmax(target logits at a*_d) from the target(s') rows, its
- *      C51 projection after ret + disc z (fh_c51_project_atom over the row in shared memory);
+ *      C51 projection after ret + disc z (fh_c51_run_start / fh_c51_run_sum over the row in shared memory);
  *   3. online(s): x_d = V + sum_a ([a == a_d] - 1/n) (h_d W_a + b_a), its softmax, CE and gradient
  *      g = coef (p - tgt); the dueling backward writes dA_d(a) = [a == a_d] g - g/n and dV = sum_d g.
  * The math is the approximate-math kernels' (ex2 / lg2 / rcp approximations; results differ from the
  * unfused path by the bf16 rounding of its stored logits and the order of sums). Deterministic.
  *
- * Weights: every block of a CTA copies the head outputs' weights into shared memory once, one 56-row
+ * Weights: each CTA copies the head outputs' weights into shared memory once (4-byte cp.async), one 56-row
  * block per (head, action) (value: 1, branch d: n_d), rows padded to 136 bf16 (ldmatrix without bank
  * conflicts), the k order permuted so that a lane's A fragments for two k-steps are one 16-byte load of
  * its activation row. Limits (fh_heads_loss_supported): head hidden 128, 2 <= atoms <= 56, nb <= 3,
  * n_d <= 4, 1 + sum n_d <= 11 blocks (the reference: 11, 227 KB of shared memory with the warps' scratch).
+ *
+ * Status: opt-in (FH_HEADS_LOSS=1). Correct against the unfused path (test/gpu/net.test.ts), but on an H100 the
+ * reference train step was ~115 us slower with it (bench/RESULTS.md, twenty-seventh session): one wave of warps, each
+ * working through its tile's chain of loads and mma passes alone, 8 warps an SM.
  */
 #include "net_kernels.cuh"
 #include "loss_math.cuh"
@@ -177,8 +181,6 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
   const float inv_nb = fh_rcp_refined((float)nb);
   const float dz = (vmax - vmin) * fh_rcp_refined((float)(atoms - 1));
   const float inv_dz = (float)(atoms - 1) * fh_rcp_refined(vmax - vmin);
-  /* the branch loops run once per branch (not unrolled: one copy of their GEMM passes, a smaller kernel); a branch's
-   * first weight block and 1/n are computed in them, the argmaxes kept as 2-bit fields of one word */
   /* this lane's atoms: j = 8 c + 2 t + e; ok when j < atoms; z_j the support */
   bool ok[kNT][2];
   float zj[kNT][2];
@@ -198,6 +200,8 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
     const int ir[2] = {i0 + g < B ? i0 + g : B - 1, i0 + g + 8 < B ? i0 + g + 8 : B - 1};
     const bool live[2] = {i0 + g < B, i0 + g + 8 < B};
 
+    /* The branch loops below run once per branch (not unrolled: one copy of their GEMM passes, a smaller kernel); a
+     * branch's first weight block and 1/n are computed in them, the argmaxes kept as 2-bit fields of one word. */
     /* ---- 1. online(s'): the double-DQN argmax of every branch ---- */
     uint32_t astar = 0u;  /* a*_d of row r in bits 2 (2 d + r) .. +1 */
     {
