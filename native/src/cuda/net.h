@@ -93,8 +93,8 @@ struct fh_net {
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
-  int heads_loss;               /* bf16 mode with bf16 train logits, C51, shapes fh_heads_loss_supported takes
-                                   (FH_HEADS_LOSS=0: off): the training passes' head outputs of online(s) and
+  int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
+                                   fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
