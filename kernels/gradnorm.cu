@@ -369,9 +369,7 @@ fh_status fh_launch_optimise_fused(int64_t n, float* p, T* shadow, const float* 
   const uintptr_t sh = (uintptr_t)shadow | (uintptr_t)tgt_shadow;
   if ((f32 & 15) || (sh & (4 * sizeof(T) - 1)) || launches < 0 || launches > 2) return FH_ERR_INVALID_ARGUMENT;
   const fh_step_record r = rec ? *rec : fh_step_record{};
-  /* 0: the default, one launch unless FH_OPTIM_ONE=0 (A/B) */
-  if (launches == 0) launches = fh_env_is("FH_OPTIM_ONE", "0") ? 2 : 1;
-  const int one = launches == 1 ? fh_optimise_one_blocks<T>() : 0;
+  const int one = launches != 2 ? fh_optimise_one_blocks<T>() : 0;  /* 0: as 1 */
   if (one > 0) {
     fh_optimise_kernel<T, true><<<(unsigned)one, kSumThreads, 0, s>>>(n, p, shadow, g, m, v, tgt, tgt_shadow, partial,
                                                                       norm_out, scale_out, step, ticket, clip, lr,

@@ -47,7 +47,8 @@ constexpr int kNT = 7;                       /* n8 tiles per block */
 constexpr int kCols = kNT * 8;               /* atom slots per block */
 constexpr int kRows = 16;                    /* samples per warp tile */
 constexpr int kMaxN = 4;                     /* actions per branch */
-constexpr int kScratch = 2 * kRows * kCols;  /* floats per warp: the projection's masses and positions */
+constexpr int kScratch = 2 * kRows * kCols;  /* floats per warp: the projection's masses and positions, then the
+                                                projected target and dV's sum over branches */
 
 /* Shared memory of a launch with nblk weight blocks. */
 size_t smem_bytes(int nblk) {

@@ -170,7 +170,7 @@ fh_status fh_launch_record_step(const float* loss, const float* gnorm, const int
  * and meet at a grid barrier (its grid capped at what the device holds at once; 2 launches where that is unknown;
  * two such launches that run at once on one GPU, e.g. two trainers stepping together in one process or under MPS,
  * could each wait on blocks the other holds: a worker trains one job a GPU at a time, and FH_OPTIM_ONE=0 suits such
- * setups); 0 = 1 unless FH_OPTIM_ONE=0. ticket: two device unsigned ints, 0 before the first launch; a launch leaves ticket[0]
+ * setups; the net reads FH_OPTIM_ONE=0 at creation and passes 2); 0 = 1. ticket: two device unsigned ints, 0 before the first launch; a launch leaves ticket[0]
  * at 0 (its blocks count themselves on it; ticket[1] is the barrier's generation); not shared by launches that may
  * run concurrently. p, g, m, v,
  * tgt 16-byte aligned, the shadows 4 * sizeof(T) (separate allocations are); otherwise

@@ -182,12 +182,16 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * GEMM whose epilogue cuBLASLt does not run, read the activations */
     const char* rm = getenv("FH_RELU_MASKS");
     net->relu_masks = net->op == FH_BF16 && !net->fused && !net->mma && !(rm && strcmp(rm, "0") == 0);
+    int smem_optin = 0;  /* the device's shared memory a block may opt in to */
     {
       net->heads_sm = fh_env_is("FH_HEADS_SM", "0") ? 0 : fh_env_is("FH_HEADS_SM", "2") ? 2 : 1;
       int dev = 0;
-      if (cudaGetDevice(&dev) != cudaSuccess ||
-          cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      const bool have_dev = cudaGetDevice(&dev) == cudaSuccess;
+      if (!have_dev || cudaDeviceGetAttribute(&net->n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         net->n_sm = 0;
+      if (!have_dev ||
+          cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+        smem_optin = 0;
       /* FH_SIDE_SMS=<percent> (default 50; 0 or 100: the whole GPU) */
       const int pct = (int)fh_env_int("FH_SIDE_SMS", 0, 100, 50);
       net->side_sms = pct > 0 && pct < 100 ? sm_share(net->n_sm, pct, 100) : 0;
@@ -201,6 +205,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     net->colsum_merged = !(cms && strcmp(cms, "0") == 0);
     const char* oc = getenv("FH_OPTIM_CHAIN");
     net->optim_chain = oc && strcmp(oc, "1") == 0;
+    net->optim_launches = fh_env_is("FH_OPTIM_ONE", "0") ? 2 : 1;
     const char* mh = getenv("FH_MMA_HEADS");
     net->mma_heads = net->mma && !(mh && strcmp(mh, "0") == 0);
     const char* lb = getenv("FH_LOGITS_BF16");
@@ -209,13 +214,9 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
      * every load, made bf16 logits lose: 600 vs 580 us; bench/RESULTS.md) */
     const fh_dtype train_ldt = net->op == FH_BF16 && !(lb && strcmp(lb, "0") == 0) ? FH_BF16 : FH_F32;
     /* the head outputs of the training passes inside the loss (FH_HEADS_LOSS=1; else the GEMMs and the loss kernel) */
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
-      optin = 0;
     net->heads_loss = train_ldt == FH_BF16 && L.atoms > 1 && L.n_heads == L.n_branches + 1 &&
                       fh_env_is("FH_HEADS_LOSS", "1") &&
-                      fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, optin) &&
+                      fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, smem_optin) &&
                       fh_heads_loss_setup() == FH_OK;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
@@ -858,18 +859,18 @@ fh_status fh_net_optimise(fh_net* net, const fh_config& cfg, const fh_step_recor
   const fh_w1_pair w1p = fh_net_w1_pair(net);
   if (!net->optim_chain) {
     if (recorded) *recorded = rec != nullptr;
-    /* grad norm + clip, Adam, step bump and target update in two launches (bit for bit the chain below) */
+    /* grad norm + clip, Adam, step bump and target update in one launch or two (bit for bit the chain below) */
     if (net->op == FH_BF16)
       return fh_launch_optimise_fused<fh_bf16>(n, net->online, static_cast<fh_bf16*>(net->online_sh), net->grad,
                                                net->adam_m, net->adam_v, net->target,
                                                static_cast<fh_bf16*>(net->target_sh), net->red_part, net->gnorm,
                                                net->gscale, net->step, net->opt_ticket, cfg.grad_clip, cfg.lr,
                                                cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps, cfg.target_update_every,
-                                               cfg.tau, s, rec, &w1p);
+                                               cfg.tau, s, rec, &w1p, net->optim_launches);
     return fh_launch_optimise_fused<float>(n, net->online, nullptr, net->grad, net->adam_m, net->adam_v, net->target,
                                            nullptr, net->red_part, net->gnorm, net->gscale, net->step, net->opt_ticket,
                                            cfg.grad_clip, cfg.lr, cfg.adam_beta1, cfg.adam_beta2, cfg.adam_eps,
-                                           cfg.target_update_every, cfg.tau, s, rec);
+                                           cfg.target_update_every, cfg.tau, s, rec, nullptr, net->optim_launches);
   }
   FH_TRY(fh_launch_grad_norm(net->grad, n, cfg.grad_clip, net->red_part, net->gnorm, net->gscale, s));
   if (net->op == FH_BF16) {

@@ -173,7 +173,9 @@ struct fh_net {
   int64_t* step;                /* (1) optimiser steps taken (Adam t; train step counter) */
   unsigned int* opt_ticket;     /* (2) fh_launch_optimise_fused's block ticket (0 between launches), barrier generation */
   int optim_chain;              /* FH_OPTIM_CHAIN=1: the optimiser as its 5-launch chain (grad norm, finish,
-                                   Adam, step bump, target update) instead of the fused 2 launches (A/B) */
+                                   Adam, step bump, target update) instead of the fused launches (A/B) */
+  int optim_launches;           /* the fused optimiser's launches: 1 (one kernel with a grid barrier), or 2 with
+                                   FH_OPTIM_ONE=0 (the squares partials, then the update) */
 };
 
 /* Whether the backward runs dw1_acc_first's order: the kernel path (fh_net_backward_t) with the first layer's weight
