@@ -110,6 +110,19 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
                              int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
                              cudaStream_t s);
 
+/* ---- net.cu: the block-diagonal head-output weight (FH_HEADS_BLOCK) ---- */
+struct fh_heads_block_args {
+  const fh_bf16* src;                 /* the bf16 parameter shadows */
+  int64_t wo[1 + FH_MAX_BRANCHES];    /* head k's output weights in src, (out_pad[k], hh) */
+  int64_t bo[1 + FH_MAX_BRANCHES];    /* head k's output biases in src, (out_pad[k]) */
+  int row0[1 + FH_MAX_BRANCHES];      /* head k's first row of the block weight */
+  int heads, hh, rows;                /* rows = the sum of out_pad[k] */
+  fh_bf16* W;                         /* (rows, heads * hh): head k's weight at its rows and columns k*hh.. */
+  fh_bf16* bias;                      /* (rows) */
+};
+/* Refreshes the diagonal blocks and the biases from the shadows (the zeros around them are set once). */
+fh_status fh_launch_heads_block_copy(const fh_heads_block_args& a, cudaStream_t s);
+
 /* ---- heads_loss.cu ---- */
 /* The training step's head outputs and C51 BDQ loss in one kernel (bf16 mode): the logits of online(s) and
  * online(s') are computed from the head layer's activations H (2B rows: s, then s') in registers and never

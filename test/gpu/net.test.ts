@@ -636,3 +636,57 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     }
   });
 });
+
+describe('the head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1) against one GEMM per head', () => {
+  // With FH_HEADS_BLOCK=1 the training pass's four head outputs are one cuBLASLt GEMM over all the heads' activations
+  // (K 4 x 128) with a block-diagonal weight that a small kernel refreshes from the bf16 shadows in every forward;
+  // the logits sit side by side in one buffer. The off-diagonal zeros add nothing, so loss and gradients agree with
+  // the per-head GEMMs to the accumulation's rounding, every parameter block on its own.
+  test('bf16, reference widths, B 300: loss, priority signal and every gradient block agree', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+      'train.batch_size=320']);
+    const a = lossGradWith(cfg, 0, { FH_HEADS_BLOCK: '1' }, SEED + 801, 300);
+    const b = lossGradWith(cfg, 0, {}, SEED + 801, 300);
+    expect(a.engine).toMatch(/heads as one GEMM/);
+    expect(b.engine).not.toMatch(/heads as one GEMM/);
+    expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
+    expectClose(a, b, 2e-3, 1e-2);
+    expectBlocksClose(cfg, a.g, b.g, [51, 3 * 51, 4 * 51, 3 * 51], 1e-2);
+  });
+  // The refresh is part of the captured train step: after an epoch, every parameter is scaled by 1.5 (set_params,
+  // between graph replays) and a second epoch runs at lr 1e-12 (the weights stay) with priority exponent 0 (both
+  // sample the same batches). Its Q statistics, from pass 0's logits, agree with the per-head path's only if the block
+  // weight followed the new parameters; a stale one would give the first epoch's head weights on the new trunk.
+  test('graphs: the block weight follows parameters set between epochs (Q statistics and losses agree)', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+      'replay.alpha=0']);
+    const run = (env: Record<string, string>) => withEnv(env, () => {
+      const gpu = loadNative('cuda');
+      return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
+        const engine = info(gpu, h).engine;
+        const first = runEpoch(gpu, h);
+        const P = Number(info(gpu, h).n_params);
+        const w = new Float32Array(P);
+        expect(gpu.fh_trainer_get_params(h, 0, w, P)).toBe(FhStatus.OK);
+        w.forEach((v, i) => { w[i] = v * 1.5; });
+        expect(gpu.fh_trainer_set_params(h, 0, w, P)).toBe(FhStatus.OK);
+        const st = runEpoch(gpu, h);
+        return { engine, first, st };
+      });
+    });
+    const a = run({ FH_HEADS_BLOCK: '1' });
+    const b = run({});
+    expect(a.engine).toMatch(/heads as one GEMM/);
+    expect(b.engine).not.toMatch(/heads as one GEMM/);
+    expect(a.st.q_var).toBeGreaterThan(0);
+    // the scaled parameters moved the statistics, so agreeing on the second epoch is not agreeing on the first's
+    expect(Math.abs(Number(b.st.q_mean) - Number(b.first.q_mean))).toBeGreaterThan(1e-3 * Math.abs(Number(b.first.q_mean)));
+    for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
+      const x = Number(a.st[k]);
+      const y = Number(b.st[k]);
+      const tol = k === 'loss_mean' ? 1e-2 : 1e-3;
+      expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
+      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(tol * Math.max(1e-3, Math.abs(y)));
+    }
+  });
+});

@@ -100,8 +100,9 @@ void fh_net_destroy(fh_net* net) {
     void* bufs[] = {P.x, P.a1, P.a2, P.ah, P.q};
     for (void* b : bufs)
       if (b) cudaFree(b);
+    if (P.logits_block) cudaFree(P.logits_block);
     for (int k = 0; k < FH_NET_HEADS; ++k) {
-      if (P.logits[k]) cudaFree(P.logits[k]);
+      if (P.logits[k] && !P.logits_block) cudaFree(P.logits[k]);
       if (P.ws[k]) cudaFree(P.ws[k]);
       if (P.join[k]) cudaEventDestroy(P.join[k]);
       if (k > 0 && P.hs[k]) cudaStreamDestroy(P.hs[k]);
@@ -109,6 +110,10 @@ void fh_net_destroy(fh_net* net) {
     if (P.fork) cudaEventDestroy(P.fork);
     if (P.s) cudaStreamDestroy(P.s);
   }
+  if (net->wblk) cudaFree(net->wblk);
+  if (net->bblk) cudaFree(net->bblk);
+  for (cudaEvent_t e : net->blk_ev)
+    if (e) cudaEventDestroy(e);
   if (net->gemm) fh_gemm_destroy(net->gemm);
   memset(net, 0, sizeof *net);
 }
@@ -218,6 +223,11 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                       fh_env_is("FH_HEADS_LOSS", "1") &&
                       fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, smem_optin) &&
                       fh_heads_loss_setup() == FH_OK;
+    /* the training pass's head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1; else one GEMM per head) */
+    net->heads_block = train_ldt == FH_BF16 && L.n_heads >= 2 && !net->heads_loss && !net->mma_heads &&
+                       fh_env_is("FH_HEADS_BLOCK", "1");
+    net->out_all = 0;
+    for (int k = 0; k < L.n_heads; ++k) net->out_all += L.out_pad[k];
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
@@ -238,8 +248,16 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       NET_TRY(fh_dmalloc_t(&P.q, rows * net->nq * sizeof(float)));
       FH_CUDA_TRY(cudaStreamCreateWithPriority(&P.s, cudaStreamNonBlocking, p == 0 ? train_prio : least));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&P.fork, cudaEventDisableTiming));
-      for (int k = 0; k < L.n_heads; ++k) {
-        NET_TRY(fh_dmalloc(&P.logits[k], rows * L.out_pad[k] * fh_dtype_size(P.ldt)));
+      const bool block = p == 0 && net->heads_block;
+      if (block) NET_TRY(fh_dmalloc(&P.logits_block, rows * net->out_all * fh_dtype_size(P.ldt)));
+      for (int k = 0, row0 = 0; k < L.n_heads; row0 += L.out_pad[k], ++k) {
+        if (block) {
+          P.logits[k] = fh_byte_ptr(P.logits_block, row0, P.ldt);
+          P.ld[k] = net->out_all;
+        } else {
+          NET_TRY(fh_dmalloc(&P.logits[k], rows * L.out_pad[k] * fh_dtype_size(P.ldt)));
+          P.ld[k] = L.out_pad[k];
+        }
         NET_TRY(fh_dmalloc(&P.ws[k], fh_gemm_workspace_bytes()));
         FH_CUDA_TRY(cudaEventCreateWithFlags(&P.join[k], cudaEventDisableTiming));
         if (k == 0) {
@@ -248,6 +266,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
           FH_CUDA_TRY(cudaStreamCreateWithPriority(&P.hs[k], cudaStreamNonBlocking, p == 0 ? train_prio : least));
         }
       }
+    }
+    if (net->heads_block) {
+      NET_TRY(fh_dmalloc(&net->wblk, (size_t)net->out_all * HH * es));
+      NET_TRY(fh_dmalloc(&net->bblk, (size_t)net->out_all * es));
+      FH_CUDA_TRY(cudaMemset(net->wblk, 0, (size_t)net->out_all * HH * es));
+      for (cudaEvent_t& e : net->blk_ev) FH_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
     for (int k = 0; k < L.n_heads; ++k) {
       NET_TRY(fh_dmalloc(&net->dlog[k], (size_t)cap * L.out_pad[k] * es));
@@ -345,12 +369,13 @@ template <typename L_>
 fh_heads_view_t<L_> fh_net_view(const fh_net* net, int p, int32_t row0) {
   const fh_layout& L = net->L;
   fh_heads_view_t<L_> h{};
-  h.v = static_cast<const L_*>(net->pass[p].logits[0]) + (int64_t)row0 * L.out_pad[0];
-  h.ldv = L.out_pad[0];
+  const fh_net_pass& P = net->pass[p];
+  h.v = static_cast<const L_*>(P.logits[0]) + (int64_t)row0 * P.ld[0];
+  h.ldv = P.ld[0];
   h.nb = L.n_branches;
   for (int d = 0; d < L.n_branches; ++d) {
-    h.a[d] = static_cast<const L_*>(net->pass[p].logits[d + 1]) + (int64_t)row0 * L.out_pad[d + 1];
-    h.lda[d] = L.out_pad[d + 1];
+    h.a[d] = static_cast<const L_*>(P.logits[d + 1]) + (int64_t)row0 * P.ld[d + 1];
+    h.lda[d] = P.ld[d + 1];
     h.n[d] = L.branch_sizes[d];
   }
   h.atoms = L.atoms;
@@ -372,6 +397,29 @@ static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const flo
 
 static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, int32_t B);
 
+/* heads_block: the block-diagonal weight and biases from the current bf16 shadows, on head stream 1 forked from the
+ * pass's stream (beside the trunk's GEMMs; the block GEMM waits for blk_ev[1]). */
+static fh_status net_heads_block_refresh(fh_net* net, fh_net_pass& P) {
+  const fh_layout& L = net->L;
+  fh_heads_block_args a{};
+  a.src = static_cast<const fh_bf16*>(net->online_sh);
+  a.heads = L.n_heads;
+  a.hh = L.hh;
+  a.rows = net->out_all;
+  a.W = static_cast<fh_bf16*>(net->wblk);
+  a.bias = static_cast<fh_bf16*>(net->bblk);
+  for (int k = 0, row0 = 0; k < L.n_heads; row0 += L.out_pad[k], ++k) {
+    a.wo[k] = L.WO[k];
+    a.bo[k] = L.bO[k];
+    a.row0[k] = row0;
+  }
+  FH_CUDA_TRY(cudaEventRecord(net->blk_ev[0], P.s));
+  FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[1], net->blk_ev[0], 0));
+  FH_TRY(fh_launch_heads_block_copy(a, P.hs[1]));
+  FH_CUDA_TRY(cudaEventRecord(net->blk_ev[1], P.hs[1]));
+  return FH_OK;
+}
+
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward); heads: the head
  * outputs too (not when the loss computes them, heads_loss). */
 static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks,
@@ -388,6 +436,8 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool m = masks && (net->fused || net->relu_masks);
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
+  const bool block = p == 0 && which == 0 && net->heads_block && heads && !(net->knockout & FH_KO_HEADS);
+  if (block) FH_TRY(net_heads_block_refresh(net, P));
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
   } else if (p == 0 && which == 0 && net->pair) {
@@ -413,6 +463,10 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
+  } else if (block) {
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->blk_ev[1], 0));
+    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, net->out_all, HH, P.ah, HH, net->wblk, net->bblk, FH_EPI_BIAS,
+                       P.logits_block, P.ldt, net->out_all));
   } else {
     FH_TRY(net_heads(net, p, S, M, B));
   }
@@ -435,7 +489,7 @@ static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, in
       pr[k].W = static_cast<const fh_bf16*>(S) + L.WO[k];
       pr[k].ldw = L.hh;
       pr[k].C = P.logits[k];
-      pr[k].ldc = L.out_pad[k];
+      pr[k].ldc = P.ld[k];
       pr[k].bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], FH_BF16);
       pr[k].N = L.out_pad[k];
       pr[k].K = L.hh;
@@ -484,7 +538,7 @@ static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const flo
     FH_TRY(with_sms(net->gemm, head_sms(net, p, k, 1), [&] {
       return fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh,
                          fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS,
-                         P.logits[k], P.ldt, L.out_pad[k]);
+                         P.logits[k], P.ldt, P.ld[k]);
     }));
   }
   for (int k = 1; k < L.n_heads; ++k) {

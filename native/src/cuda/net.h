@@ -57,7 +57,9 @@ struct fh_net_pass {
   void* a1;                     /* (cap, h1) post-ReLU */
   void* a2;                     /* (cap, h2) post-ReLU */
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
-  void* logits[FH_NET_HEADS];   /* (cap, out_pad[k]) of dtype ldt */
+  void* logits[FH_NET_HEADS];   /* (cap, ld[k]) of dtype ldt */
+  int32_t ld[FH_NET_HEADS];     /* row stride of logits[k]: out_pad[k], or the block's width (heads_block, pass 0) */
+  void* logits_block;           /* heads_block, pass 0: the one buffer (cap, out_all) that logits[k] point into */
   fh_dtype ldt;                 /* head-output dtype: fp32, or bf16 for the training passes in bf16 mode
                                    (the default; FH_LOGITS_BF16=0 keeps fp32) */
   float* q;                     /* (cap, nq) expected Q, fp32 */
@@ -93,6 +95,13 @@ struct fh_net {
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
+  int heads_block;              /* opt-in (FH_HEADS_BLOCK=1), bf16 mode with bf16 train logits: the training pass's
+                                   four head outputs as one GEMM over all the heads' activations with a block-diagonal
+                                   weight (wblk, refreshed from the shadows each forward), its logits side by side */
+  int32_t out_all;              /* sum of out_pad[k]: the block GEMM's width */
+  void* wblk;                   /* (out_all, n_heads * hh) bf16, head k's rows nonzero in columns k*hh.. only */
+  void* bblk;                   /* (out_all) bf16 biases */
+  cudaEvent_t blk_ev[2];        /* the forward's fork to the block refresh, and its end */
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
                                    fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
