@@ -1222,14 +1222,16 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
             if (a < NS[d] && a < FH_HN(0x80, d)) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
         }
       }
-      for (int c = FH_HN(0x80, d) * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
+      if (!grad.pads_zero)
+        for (int c = FH_HN(0x80, d) * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
     }
   }
   T* vrow = grad.v + (int64_t)i * grad.ldv;
 #pragma unroll
   for (int k = 0; k < K; ++k)
     if (ok[k]) vrow[l16 + 16 * k] = fh_from_f32<T>(dv[k]);
-  for (int c = atoms + l16; c < grad.ldv; c += 16) vrow[c] = fh_from_f32<T>(0.0f);
+  if (!grad.pads_zero)
+    for (int c = atoms + l16; c < grad.ldv; c += 16) vrow[c] = fh_from_f32<T>(0.0f);
   if (l16 == 0) {
     wloss[i] = weight[i] * (ce[0] * inv_nb);
     signal[i] = ce[0];
