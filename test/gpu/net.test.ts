@@ -18,7 +18,7 @@
 import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
-import type { FhConfig, FhEpochStats } from '../../src/native/binding.js';
+import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
 import { create, info, market, nativeConfig, nativeMarket, params, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
@@ -248,6 +248,49 @@ function expectBlocksClose(cfg: RunConfig, a: Float32Array, b: Float32Array, out
   }
 }
 
+/** One batch's loss, priority signal and gradient at reference widths (512 / 256 / 128, atoms per `outs`) with the
+ *  switches aEnv against bEnv: a's engine line matches `engine` and b's does not, a is finite, and both agree within
+ *  tol (loss, signal), tolG (gradient) and tolB (each parameter block on its own). */
+function expectSwitchAgrees(cfg: RunConfig, aEnv: Record<string, string>, bEnv: Record<string, string>, seed: number,
+  B: number, engine: RegExp, outs: number[], [tol, tolG, tolB]: [number, number, number]): void {
+  const a = lossGradWith(cfg, 0, aEnv, seed, B);
+  const b = lossGradWith(cfg, 0, bEnv, seed, B);
+  expect(a.engine).toMatch(engine);
+  expect(b.engine).not.toMatch(engine);
+  expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
+  expectClose(a, b, tol, tolG);
+  expectBlocksClose(cfg, a.g, b.g, outs, tolB);
+}
+
+/** A reference-width trainer at lr 1e-12 (its weights stay) with the switches env: its engine line and an epoch's
+ *  statistics (`first`); with `between`, that runs after the first epoch and `st` is a second epoch's (else the
+ *  first's). */
+function frozenEpochs(cfg: RunConfig, env: Record<string, string>,
+  between?: (gpu: NativeLib, h: TrainerHandle) => void): { engine: string; first: FhEpochStats; st: FhEpochStats } {
+  return withEnv(env, () => {
+    const gpu = loadNative('cuda');
+    return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
+      const engine = info(gpu, h).engine;
+      const first = runEpoch(gpu, h);
+      if (!between) return { engine, first, st: first };
+      between(gpu, h);
+      return { engine, first, st: runEpoch(gpu, h) };
+    });
+  });
+}
+
+/** An epoch's Q statistics (within 1e-4 relative, or tolQ) and loss mean (1e-2) of run a against run b. */
+function expectEpochStatsClose(a: FhEpochStats, b: FhEpochStats, tolQ = 1e-4): void {
+  expect(Number(a.q_var)).toBeGreaterThan(0);
+  for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
+    const x = Number(a[k]);
+    const y = Number(b[k]);
+    const tol = k === 'loss_mean' ? 1e-2 : tolQ;
+    expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
+    expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(tol * Math.max(1e-3, Math.abs(y)));
+  }
+}
+
 describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + elementwise kernels', () => {
   // FH_MMA=1 (bf16): the head outputs of every forward and the backward's input gradients (ReLU derivative
   // and bias sums in the epilogue) run the project's mma kernel; the default keeps cuBLASLt. Reference
@@ -257,12 +300,8 @@ describe('the grouped tensor-core GEMM (kernels/mma_gemm.cu) against cuBLASLt + 
   test('bf16, reference widths, B 300: q_values, loss, priority signal and every gradient block agree', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'train.batch_size=320']);
-    const a = lossGradWith(cfg, 0, { FH_MMA: '1' }, SEED + 601, 300);
-    const b = lossGradWith(cfg, 0, {}, SEED + 601, 300);
-    expect(a.engine).toMatch(/mma backward, .*mma heads/);
-    expect(b.engine).toMatch(/kernel backward/);
-    expectClose(a, b, 2e-2, 6e-2);
-    expectBlocksClose(cfg, a.g, b.g, [51, 3 * 51, 4 * 51, 3 * 51], 6e-2);
+    expectSwitchAgrees(cfg, { FH_MMA: '1' }, {}, SEED + 601, 300, /mma backward, .*mma heads/,
+      [51, 3 * 51, 4 * 51, 3 * 51], [2e-2, 6e-2, 6e-2]);
   });
 });
 
@@ -596,14 +635,9 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
       const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
         'train.batch_size=320']);
-      const a = lossGradWith(cfg, 0, { FH_HEADS_LOSS: '1' }, SEED + 701, B);
-      const b = lossGradWith(cfg, 0, { FH_HEADS_LOSS: '0' }, SEED + 701, B);
-      expect(a.engine).toMatch(/head outputs in the loss/);
-      expect(b.engine).not.toMatch(/head outputs in the loss/);
-      expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
-      expectClose(a, b, 1e-2, 6e-2);
       const atoms = Number(sets[0]?.split('=')[1]);
-      expectBlocksClose(cfg, a.g, b.g, [atoms, ...sizes.map((n) => n * atoms)], 6e-2);
+      expectSwitchAgrees(cfg, { FH_HEADS_LOSS: '1' }, { FH_HEADS_LOSS: '0' }, SEED + 701, B, /head outputs in the loss/,
+        [atoms, ...sizes.map((n) => n * atoms)], [1e-2, 6e-2, 6e-2]);
     });
   }
   // The Q statistics read online(s)'s logits, which the fused step does not store: their step runs the head GEMMs
@@ -614,26 +648,11 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
   test('bf16, reference widths: an epoch\'s Q statistics and losses agree with FH_HEADS_LOSS=0', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'replay.alpha=0']);
-    const run = (env: Record<string, string>) => withEnv(env, () => {
-      const gpu = loadNative('cuda');
-      return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
-        const engine = info(gpu, h).engine;
-        const st = runEpoch(gpu, h);
-        return { engine, st };
-      });
-    });
-    const a = run({ FH_HEADS_LOSS: '1' });
-    const b = run({ FH_HEADS_LOSS: '0' });
+    const a = frozenEpochs(cfg, { FH_HEADS_LOSS: '1' });
+    const b = frozenEpochs(cfg, { FH_HEADS_LOSS: '0' });
     expect(a.engine).toMatch(/head outputs in the loss/);
     expect(b.engine).not.toMatch(/head outputs in the loss/);
-    expect(a.st.q_var).toBeGreaterThan(0);
-    for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
-      const x = Number(a.st[k]);
-      const y = Number(b.st[k]);
-      const tol = k === 'loss_mean' ? 1e-2 : 1e-4;
-      expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
-      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(tol * Math.max(1e-3, Math.abs(y)));
-    }
+    expectEpochStatsClose(a.st, b.st);
   });
 });
 
@@ -645,13 +664,8 @@ describe('the head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1) against
   test('bf16, reference widths, B 300: loss, priority signal and every gradient block agree', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'train.batch_size=320']);
-    const a = lossGradWith(cfg, 0, { FH_HEADS_BLOCK: '1' }, SEED + 801, 300);
-    const b = lossGradWith(cfg, 0, {}, SEED + 801, 300);
-    expect(a.engine).toMatch(/heads as one GEMM/);
-    expect(b.engine).not.toMatch(/heads as one GEMM/);
-    expect(a.g.every(Number.isFinite) && a.td.every(Number.isFinite)).toBe(true);
-    expectClose(a, b, 2e-3, 1e-2);
-    expectBlocksClose(cfg, a.g, b.g, [51, 3 * 51, 4 * 51, 3 * 51], 1e-2);
+    expectSwitchAgrees(cfg, { FH_HEADS_BLOCK: '1' }, {}, SEED + 801, 300, /heads as one GEMM/,
+      [51, 3 * 51, 4 * 51, 3 * 51], [2e-3, 1e-2, 1e-2]);
   });
   // The refresh is part of the captured train step: after an epoch, every parameter is scaled by 1.5 (set_params,
   // between graph replays) and a second epoch runs at lr 1e-12 (the weights stay) with priority exponent 0 (both
@@ -660,33 +674,19 @@ describe('the head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1) against
   test('graphs: the block weight follows parameters set between epochs (Q statistics and losses agree)', () => {
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'replay.alpha=0']);
-    const run = (env: Record<string, string>) => withEnv(env, () => {
-      const gpu = loadNative('cuda');
-      return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
-        const engine = info(gpu, h).engine;
-        const first = runEpoch(gpu, h);
-        const P = Number(info(gpu, h).n_params);
-        const w = new Float32Array(P);
-        expect(gpu.fh_trainer_get_params(h, 0, w, P)).toBe(FhStatus.OK);
-        w.forEach((v, i) => { w[i] = v * 1.5; });
-        expect(gpu.fh_trainer_set_params(h, 0, w, P)).toBe(FhStatus.OK);
-        const st = runEpoch(gpu, h);
-        return { engine, first, st };
-      });
-    });
-    const a = run({ FH_HEADS_BLOCK: '1' });
-    const b = run({});
+    const scale = (gpu: NativeLib, h: TrainerHandle) => {
+      const P = Number(info(gpu, h).n_params);
+      const w = new Float32Array(P);
+      expect(gpu.fh_trainer_get_params(h, 0, w, P)).toBe(FhStatus.OK);
+      w.forEach((v, i) => { w[i] = v * 1.5; });
+      expect(gpu.fh_trainer_set_params(h, 0, w, P)).toBe(FhStatus.OK);
+    };
+    const a = frozenEpochs(cfg, { FH_HEADS_BLOCK: '1' }, scale);
+    const b = frozenEpochs(cfg, {}, scale);
     expect(a.engine).toMatch(/heads as one GEMM/);
     expect(b.engine).not.toMatch(/heads as one GEMM/);
-    expect(a.st.q_var).toBeGreaterThan(0);
     // the scaled parameters moved the statistics, so agreeing on the second epoch is not agreeing on the first's
     expect(Math.abs(Number(b.st.q_mean) - Number(b.first.q_mean))).toBeGreaterThan(1e-3 * Math.abs(Number(b.first.q_mean)));
-    for (const k of ['q_mean', 'q_min', 'q_max', 'q_var', 'loss_mean'] as const) {
-      const x = Number(a.st[k]);
-      const y = Number(b.st[k]);
-      const tol = k === 'loss_mean' ? 1e-2 : 1e-3;
-      expect(Number.isFinite(x) && Number.isFinite(y), `${k}: ${x} vs ${y}`).toBe(true);
-      expect(Math.abs(x - y), `seed ${SEED}: ${k} ${x} vs ${y}`).toBeLessThanOrEqual(tol * Math.max(1e-3, Math.abs(y)));
-    }
+    expectEpochStatsClose(a.st, b.st, 1e-3);
   });
 });
