@@ -47,8 +47,6 @@ struct fh_heads_grad {
   int ldv;
   T* a[FH_MAX_BRANCHES];            /* (B, lda[d]) = d loss / d advantage logits; pad zero */
   int lda[FH_MAX_BRANCHES];
-  bool pads_zero;                   /* the caller keeps the pad columns zero (the net zeroes its rows once): the
-                                       half-warp loss then leaves them as they are instead of storing zeros */
 };
 
 /* ---- net.cu ---- */

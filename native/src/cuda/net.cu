@@ -595,9 +595,6 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
   fh_heads_grad<T> g{};
   g.v = static_cast<T*>(net->dlog[0]);
   g.ldv = L.out_pad[0];
-  /* FH_LOSS_PADS=0 (A/B, opt-in): the half-warp loss leaves dlog's pad columns as they are (zeroed at creation, and
-   * no kernel writes them but a loss, with zeros) */
-  g.pads_zero = fh_env_is("FH_LOSS_PADS", "0");
   for (int d = 0; d < L.n_branches; ++d) {
     g.a[d] = static_cast<T*>(net->dlog[d + 1]);
     g.lda[d] = L.out_pad[d + 1];
