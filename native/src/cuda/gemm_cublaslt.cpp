@@ -134,7 +134,7 @@ static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLt
 }
 
 /* FH_GEMM_SEARCH: every algorithm cuBLASLt enumerates for the plan's types (cublasLtMatmulAlgoGetIds), at each
- * tile, stage count and cluster shape it lists, without split-K, swizzling or custom options, that
+ * tile and stage count it lists and five cluster shapes, without split-K, swizzling or custom options, that
  * cublasLtMatmulAlgoCheck accepts for this plan (its epilogue and SM target included) within the workspace. */
 static void enumerate_algos(fh_gemm* g, const Plan& p, fh_dtype op, fh_dtype cdtype,
                             std::vector<cublasLtMatmulAlgo_t>& out) {
@@ -152,10 +152,11 @@ static void enumerate_algos(fh_gemm* g, const Plan& p, fh_dtype op, fh_dtype cdt
       continue;
     std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS, 4);
     std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS, 4);
-    std::vector<uint32_t> clusters = cap_list(base, CUBLASLT_ALGO_CAP_CLUSTER_SHAPE_IDS, 2);
+    /* cluster shapes (cublasLtClusterShape_t): automatic, 1x1x1, 2x1x1, 1x2x1, 2x2x1; AlgoCheck rejects the ones an
+     * algorithm does not take */
+    const uint32_t clusters[] = {0, 2, 3, 5, 6};
     if (tiles.empty()) tiles.push_back(0);
     if (stages.empty()) stages.push_back(0);
-    if (clusters.empty()) clusters.push_back(0);
     for (uint32_t tile : tiles)
       for (uint32_t cl : clusters)
         for (uint32_t st : stages) {
