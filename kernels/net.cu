@@ -430,14 +430,14 @@ fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int
 }
 
 static __global__ void fh_heads_block_copy_kernel(const fh_heads_block_args a) {
-  const int64_t nw = (int64_t)a.rows * a.hh, ld = (int64_t)a.heads * a.hh;
+  const int64_t nw = (int64_t)a.rows * a.hh;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nw + a.rows; i += (int64_t)gridDim.x * blockDim.x) {
     const int r = i < nw ? (int)(i / a.hh) : (int)(i - nw);
     int k = 0;
     while (k + 1 < a.heads && r >= a.row0[k + 1]) ++k;
     if (i < nw) {
       const int j = (int)(i % a.hh);
-      a.W[(int64_t)r * ld + (int64_t)k * a.hh + j] = a.src[a.wo[k] + (int64_t)(r - a.row0[k]) * a.hh + j];
+      a.W[a.dst[k] + (int64_t)(r - a.row0[k]) * a.ldw[k] + j] = a.src[a.wo[k] + (int64_t)(r - a.row0[k]) * a.hh + j];
     } else {
       a.bias[r] = a.src[a.bo[k] + (r - a.row0[k])];
     }

@@ -115,9 +115,11 @@ struct fh_heads_block_args {
   const fh_bf16* src;                 /* the bf16 parameter shadows */
   int64_t wo[1 + FH_MAX_BRANCHES];    /* head k's output weights in src, (out_pad[k], hh) */
   int64_t bo[1 + FH_MAX_BRANCHES];    /* head k's output biases in src, (out_pad[k]) */
-  int row0[1 + FH_MAX_BRANCHES];      /* head k's first row of the block weight */
+  int row0[1 + FH_MAX_BRANCHES];      /* head k's first output row (of all the heads' rows) */
+  int64_t dst[1 + FH_MAX_BRANCHES];   /* where head k's weight block starts in W (its row 0, column 0) */
+  int ldw[1 + FH_MAX_BRANCHES];       /* the row stride of head k's group matrix in W */
   int heads, hh, rows;                /* rows = the sum of out_pad[k] */
-  fh_bf16* W;                         /* (rows, heads * hh): head k's weight at its rows and columns k*hh.. */
+  fh_bf16* W;                         /* the groups' block-diagonal weights: head k's (out_pad[k], hh) at dst[k] */
   fh_bf16* bias;                      /* (rows) */
 };
 /* Refreshes the diagonal blocks and the biases from the shadows (the zeros around them are set once). */

@@ -224,8 +224,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                       fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, smem_optin) &&
                       fh_heads_loss_setup() == FH_OK;
     /* the training pass's head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1; else one GEMM per head) */
-    net->heads_block = train_ldt == FH_BF16 && L.n_heads >= 2 && !net->heads_loss && !net->mma_heads &&
-                       fh_env_is("FH_HEADS_BLOCK", "1");
+    const int hb = (int)fh_env_int("FH_HEADS_BLOCK", 0, 2, 0);  /* 1: all the heads one GEMM; 2: pairs */
+    net->heads_block = train_ldt == FH_BF16 && L.n_heads >= 2 && !net->heads_loss && !net->mma_heads && hb > 0
+                           ? (hb == 1 ? L.n_heads : 2)
+                           : 0;
     net->out_all = 0;
     for (int k = 0; k < L.n_heads; ++k) net->out_all += L.out_pad[k];
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
@@ -397,8 +399,34 @@ static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const flo
 
 static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, int32_t B);
 
-/* heads_block: the block-diagonal weight and biases from the current bf16 shadows, on head stream 1 forked from the
- * pass's stream (beside the trunk's GEMMs; the block GEMM waits for blk_ev[1]). */
+/* heads_block's groups: heads [g G, g G + G) (the last may have fewer); group g's first output row, its rows, its K
+ * (its heads times hh) and where its weight starts in wblk (the groups' matrices one after the other). */
+struct fh_head_group {
+  int first, count, row0, rows, K;
+  int64_t woff;
+};
+static int net_head_groups(const fh_net* net, fh_head_group (&g)[FH_NET_HEADS]) {
+  const fh_layout& L = net->L;
+  const int G = net->heads_block;
+  int n = 0, row0 = 0;
+  int64_t woff = 0;
+  for (int k = 0; k < L.n_heads; k += G, ++n) {
+    fh_head_group& x = g[n];
+    x.first = k;
+    x.count = k + G <= L.n_heads ? G : L.n_heads - k;
+    x.row0 = row0;
+    x.rows = 0;
+    for (int j = k; j < k + x.count; ++j) x.rows += L.out_pad[j];
+    x.K = x.count * L.hh;
+    x.woff = woff;
+    row0 += x.rows;
+    woff += (int64_t)x.rows * x.K;
+  }
+  return n;
+}
+
+/* heads_block: the groups' block-diagonal weights and the biases from the current bf16 shadows, on head stream 1
+ * forked from the pass's stream (beside the trunk's GEMMs; the group GEMMs wait for blk_ev[1]). */
 static fh_status net_heads_block_refresh(fh_net* net, fh_net_pass& P) {
   const fh_layout& L = net->L;
   fh_heads_block_args a{};
@@ -408,11 +436,16 @@ static fh_status net_heads_block_refresh(fh_net* net, fh_net_pass& P) {
   a.rows = net->out_all;
   a.W = static_cast<fh_bf16*>(net->wblk);
   a.bias = static_cast<fh_bf16*>(net->bblk);
-  for (int k = 0, row0 = 0; k < L.n_heads; row0 += L.out_pad[k], ++k) {
-    a.wo[k] = L.WO[k];
-    a.bo[k] = L.bO[k];
-    a.row0[k] = row0;
-  }
+  fh_head_group grp[FH_NET_HEADS];
+  const int ng = net_head_groups(net, grp);
+  for (int gi = 0; gi < ng; ++gi)
+    for (int k = grp[gi].first, row0 = grp[gi].row0; k < grp[gi].first + grp[gi].count; row0 += L.out_pad[k], ++k) {
+      a.wo[k] = L.WO[k];
+      a.bo[k] = L.bO[k];
+      a.row0[k] = row0;
+      a.ldw[k] = grp[gi].K;
+      a.dst[k] = grp[gi].woff + (int64_t)(row0 - grp[gi].row0) * grp[gi].K + (int64_t)(k - grp[gi].first) * L.hh;
+    }
   FH_CUDA_TRY(cudaEventRecord(net->blk_ev[0], P.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[1], net->blk_ev[0], 0));
   FH_TRY(fh_launch_heads_block_copy(a, P.hs[1]));
@@ -465,8 +498,14 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
   } else if (block) {
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->blk_ev[1], 0));
-    FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, net->out_all, HH, P.ah, HH, net->wblk, net->bblk, FH_EPI_BIAS,
-                       P.logits_block, P.ldt, net->out_all));
+    fh_head_group grp[FH_NET_HEADS];
+    const int ng = net_head_groups(net, grp);
+    for (int gi = 0; gi < ng; ++gi) {
+      const fh_head_group& g = grp[gi];
+      FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, g.rows, g.K, fh_byte_ptr(P.ah, (int64_t)g.first * L.hh, op),
+                         HH, fh_byte_ptr(net->wblk, g.woff, op), fh_byte_ptr(net->bblk, g.row0, op), FH_EPI_BIAS,
+                         fh_byte_ptr(P.logits_block, g.row0, P.ldt), P.ldt, net->out_all));
+    }
   } else {
     FH_TRY(net_heads(net, p, S, M, B));
   }

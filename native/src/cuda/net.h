@@ -95,11 +95,13 @@ struct fh_net {
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
-  int heads_block;              /* opt-in (FH_HEADS_BLOCK=1), bf16 mode with bf16 train logits: the training pass's
-                                   four head outputs as one GEMM over all the heads' activations with a block-diagonal
-                                   weight (wblk, refreshed from the shadows each forward), its logits side by side */
-  int32_t out_all;              /* sum of out_pad[k]: the block GEMM's width */
-  void* wblk;                   /* (out_all, n_heads * hh) bf16, head k's rows nonzero in columns k*hh.. only */
+  int heads_block;              /* opt-in (FH_HEADS_BLOCK=1 or 2), bf16 mode with bf16 train logits: heads per group
+                                   (all of them, or 2) whose training-pass outputs are one GEMM over the group's
+                                   activations with a block-diagonal weight (wblk, refreshed from the shadows each
+                                   forward); the logits of all the heads side by side; 0: one GEMM per head */
+  int32_t out_all;              /* sum of out_pad[k]: the logits' row */
+  void* wblk;                   /* each group's (its rows, its heads * hh) bf16 block-diagonal weight, one after the
+                                   other (head k's block nonzero in the group's columns of head k only) */
   void* bblk;                   /* (out_all) bf16 biases */
   cudaEvent_t blk_ev[2];        /* the forward's fork to the block refresh, and its end */
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
