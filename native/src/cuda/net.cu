@@ -223,7 +223,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                       fh_env_is("FH_HEADS_LOSS", "1") &&
                       fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, smem_optin) &&
                       fh_heads_loss_setup() == FH_OK;
-    /* the training pass's head outputs as one block-diagonal GEMM (FH_HEADS_BLOCK=1; else one GEMM per head) */
+    /* the training pass's head outputs as block-diagonal GEMMs of groups of heads (FH_HEADS_BLOCK=1: one of all of
+     * them, =2: one per pair; else one GEMM per head) */
     const int hb = (int)fh_env_int("FH_HEADS_BLOCK", 0, 2, 0);  /* 1: all the heads one GEMM; 2: pairs */
     net->heads_block = train_ldt == FH_BF16 && L.n_heads >= 2 && !net->heads_loss && !net->mma_heads && hb > 0
                            ? (hb == 1 ? L.n_heads : 2)
