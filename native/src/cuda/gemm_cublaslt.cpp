@@ -116,20 +116,15 @@ static bool search_on() {
   return e && e[0] == '1';
 }
 
-/* A capability list of algo (element size elem bytes) as 32-bit values; empty when the algorithm has none. */
-static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr,
-                                      size_t elem) {
-  std::vector<uint32_t> v;
+/* A capability list of algo (an array of uint32_t: tile or stage ids); empty when the algorithm has none. */
+static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
   size_t bytes = 0;
   if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0)
-    return v;
-  std::vector<unsigned char> raw(bytes);
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, raw.data(), bytes, &bytes) != CUBLAS_STATUS_SUCCESS) return v;
-  for (size_t o = 0; o + elem <= bytes; o += elem) {
-    uint32_t x = 0;
-    memcpy(&x, raw.data() + o, elem);
-    v.push_back(x);
-  }
+    return {};
+  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
+      CUBLAS_STATUS_SUCCESS)
+    return {};
   return v;
 }
 
@@ -150,8 +145,8 @@ static void enumerate_algos(fh_gemm* g, const Plan& p, fh_dtype op, fh_dtype cdt
     if (cublasLtMatmulAlgoInit(g->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, ab, ab, c, c, ids[a], &base) !=
         CUBLAS_STATUS_SUCCESS)
       continue;
-    std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS, 4);
-    std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS, 4);
+    std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS);
+    std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
     /* cluster shapes (cublasLtClusterShape_t): automatic, 1x1x1, 2x1x1, 1x2x1, 2x2x1; AlgoCheck rejects the ones an
      * algorithm does not take */
     const uint32_t clusters[] = {0, 2, 3, 5, 6};

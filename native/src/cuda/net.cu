@@ -548,9 +548,7 @@ fh_status fh_net_train_heads(fh_net* net, int32_t B) {
 static int head_sms(const fh_net* net, int p, int k, int level) {
   const fh_layout& L = net->L;
   if (net->heads_sm < level || p == 1 || L.n_heads < 2) return 0;
-  int total = 0;
-  for (int j = 0; j < L.n_heads; ++j) total += L.out_pad[j];
-  return sm_share(net->n_sm, L.out_pad[k], total);
+  return sm_share(net->n_sm, L.out_pad[k], net->out_all);
 }
 
 /* Queues gemm() with g planned for sms SMs (fh_gemm_set_sm_target; 0: the target already set), then restores the

@@ -99,7 +99,7 @@ struct fh_net {
                                    (all of them, or 2) whose training-pass outputs are one GEMM over the group's
                                    activations with a block-diagonal weight (wblk, refreshed from the shadows each
                                    forward); the logits of all the heads side by side; 0: one GEMM per head */
-  int32_t out_all;              /* sum of out_pad[k]: the logits' row */
+  int32_t out_all;              /* sum of out_pad[k] (every mode): the block logits' row, the heads' SM shares' whole */
   void* wblk;                   /* each group's (its rows, its heads * hh) bf16 block-diagonal weight, one after the
                                    other (head k's block nonzero in the group's columns of head k only) */
   void* bblk;                   /* (out_all) bf16 biases */
