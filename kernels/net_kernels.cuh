@@ -125,6 +125,29 @@ struct fh_heads_block_args {
 /* Refreshes the diagonal blocks and the biases from the shadows (the zeros around them are set once). */
 fh_status fh_launch_heads_block_copy(const fh_heads_block_args& a, cudaStream_t s);
 
+/* ---- heads_out.cu ---- */
+/* The training pass's head outputs as one persistent streaming kernel (bf16 in and out): C[k] (M, N[k]) =
+ * A[:, k K : (k + 1) K] W[k]^T + bias[k] for every head k, W[k] (N[k], K) row-major. */
+#define FH_HEADS_OUT_MAX 8                /* heads */
+#define FH_HEADS_OUT_SMEM_MAX (227 * 1024) /* the most shared memory a block takes */
+struct fh_heads_out_args {
+  const fh_bf16* A;                       /* (M, lda): head k's activations at columns k K; 16-byte aligned */
+  int lda;
+  const fh_bf16* W[FH_HEADS_OUT_MAX];     /* (N[k], K), 16-byte aligned */
+  const fh_bf16* bias[FH_HEADS_OUT_MAX];  /* (N[k]) */
+  fh_bf16* C[FH_HEADS_OUT_MAX];           /* (M, ldc[k]) */
+  int ldc[FH_HEADS_OUT_MAX];
+  int N[FH_HEADS_OUT_MAX];
+  int heads, K, M;
+};
+/* Whether the kernel runs these shapes (K a multiple of 32 up to 256, every N a multiple of 8, at most 8 heads, lda a
+ * multiple of 8 >= heads K, the weights and two 32-row stages within FH_HEADS_OUT_SMEM_MAX and smem_optin). */
+bool fh_heads_out_supported(int heads, int K, const int* N, int lda, int smem_optin);
+/* The kernel's shared-memory attribute (once per process; call it outside any graph capture before the first launch). */
+fh_status fh_heads_out_setup();
+/* blocks: the grid's most blocks (one an SM: the device's SM count). */
+fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream_t s);
+
 /* ---- heads_loss.cu ---- */
 /* The training step's head outputs and C51 BDQ loss in one kernel (bf16 mode): the logits of online(s) and
  * online(s') are computed from the head layer's activations H (2B rows: s, then s') in registers and never

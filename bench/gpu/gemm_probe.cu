@@ -11,6 +11,7 @@
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "../../native/src/cuda/gemm_cublaslt.h"
+#include "net_kernels.cuh"
 #include "probe_check.cuh"
 
 #define CK(x) FH_PROBE_CK(x, 1)
@@ -180,6 +182,27 @@ int main(int argc, char** argv) {
                                        FH_EPI_BIAS, lg, FH_BF16, OUT[k]);
                     return st;
                   }});
+  /* the four head outputs by the streaming kernel (kernels/heads_out.cu, FH_HEADS_OUT=1), side by side in lg2 */
+  int dev = 0;
+  cudaDeviceProp prop{};
+  cudaGetDevice(&dev);
+  cudaGetDeviceProperties(&prop, dev);
+  void* lg2 = zeros((size_t)B2 * OUT_ALL * 2);
+  fh_heads_out_args ho{};
+  ho.A = static_cast<const fh_bf16*>(ah);
+  ho.lda = HH;
+  ho.heads = 4;
+  ho.K = HD;
+  ho.M = (int)B2;
+  for (int k = 0, off = 0; k < 4; off += OUT[k], ++k) {
+    ho.W[k] = static_cast<const fh_bf16*>(wo);
+    ho.bias[k] = static_cast<const fh_bf16*>(bias);
+    ho.C[k] = static_cast<fh_bf16*>(lg2) + off;
+    ho.ldc[k] = OUT_ALL;
+    ho.N[k] = OUT[k];
+  }
+  rows.push_back({"the four head outputs by the streaming kernel (heads_out.cu)", 2.0 * B2 * HD * OUT_ALL,
+                  [=]() { return fh_launch_heads_out(ho, prop.multiProcessorCount, s); }});
   for (int k = 0; k < 4; ++k) {
     static char dxn[4][64], dwn[4][64];
     snprintf(dxn[k], sizeof dxn[k], "head output %d dX (B x 128, K %d)", k, OUT[k]);
@@ -204,13 +227,33 @@ int main(int argc, char** argv) {
                   }});
   rows.push_back({"L1 dW account (512 x 8, K B)", 2.0 * B * 8 * H1,
                   [=]() { return fh_gemm_dw(g, s, ws, FH_BF16, B, H1, 8, da1, H1, x, P, dw + 1024, nullptr, 1032); }});
-  int dev = 0;
-  cudaDeviceProp prop{};
-  cudaGetDevice(&dev);
-  cudaGetDeviceProperties(&prop, dev);
   printf("gemm_probe: %s, B %d, the library's cuBLASLt wrapper (autotuned per shape)\n", prop.name, B);
-  printf("| GEMM | us | TFLOP/s |\n| --- | ---: | ---: |\n");
   int bad = 0;
+  {
+    /* the streaming kernel against cuBLASLt's four GEMMs, both side by side (ld 584): bf16 results that differ by
+     * more than 2 ulps of the larger (the fp32 sums' order differs) (+ 1e-3: a sum that cancels) count as mismatches */
+    fh_status st = fh_launch_heads_out(ho, prop.multiProcessorCount, s);
+    for (int k = 0, off = 0; k < 4 && st == FH_OK; off += OUT[k], ++k)
+      st = fh_gemm_fwd(g, s, ws, FH_BF16, (int)B2, OUT[k], HD, bf(ah, k * HD), HH, wo, bias, FH_EPI_BIAS, bf(lg, off),
+                       FH_BF16, OUT_ALL);
+    CK(cudaStreamSynchronize(s));
+    std::vector<__nv_bfloat16> y0((size_t)B2 * OUT_ALL), y1((size_t)B2 * OUT_ALL);
+    CK(cudaMemcpy(y0.data(), lg, y0.size() * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y1.data(), lg2, y1.size() * 2, cudaMemcpyDeviceToHost));
+    double worst = 0.0, ymax = 0.0;
+    size_t mism = 0;
+    for (size_t i = 0; i < y0.size(); ++i) {
+      const double a = __bfloat162float(y0[i]), b = __bfloat162float(y1[i]);
+      const double d = fabs(a - b), m = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+      if (d > worst) worst = d;
+      if (m > ymax) ymax = m;
+      if (d > 2.0 * m / 128.0 + 1e-3) ++mism;
+    }
+    printf("heads_out check: %s, max |streamed - cuBLASLt| %.3g (max |y| %.3g), %zu of %zu beyond 2 bf16 ulps + 1e-3\n",
+           st == FH_OK ? "ran" : "FAILED", worst, ymax, mism, y0.size());
+    if (st != FH_OK || mism) ++bad;
+  }
+  printf("| GEMM | us | TFLOP/s |\n| --- | ---: | ---: |\n");
   for (const row& r : rows) {
     bool ok = true;
     const double us = timed(s, r.fn, &ok);

@@ -696,3 +696,39 @@ describe('the head outputs as block-diagonal GEMMs (FH_HEADS_BLOCK) against one 
     });
   }
 });
+
+describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_out.cu) against one GEMM per head', () => {
+  // With FH_HEADS_OUT=1 the training pass's head outputs (bf16 logits of online(s) and online(s')) come from one
+  // persistent kernel: every head's weights in shared memory, 32-row tiles of the activations streamed through two
+  // cp.async stages, mma.sync per warp over a run of one head's column tiles, the bias added and bf16 stored from the
+  // fragments. Against cuBLASLt's per-head GEMMs the logits differ only by the order of the fp32 sums (then the bf16
+  // rounding), so loss, priority signal and every parameter block's gradient agree closely. Batches with a partial
+  // 32-row tile (2B = 600, 126 and 34 rows) and head widths other than the reference's (24 / 56 / 72 and 56 / 112
+  // columns: other shares of the warps).
+  const cases: [string, string[], number[], number][] = [
+    ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+    ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
+    ['atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
+  ];
+  for (const [name, sets, sizes, B] of cases) {
+    test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
+      const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+        'train.batch_size=320']);
+      const atoms = Number(sets[0]?.split('=')[1]);
+      expectSwitchAgrees(cfg, { FH_HEADS_OUT: '1' }, {}, SEED + 901, B, /heads streamed/,
+        [atoms, ...sizes.map((n) => n * atoms)], [2e-3, 1e-2, 1e-2]);
+    });
+  }
+  // Inside the captured train step (graphs, prefetch, the replay chain): with lr 1e-12 (the weights stay) and
+  // priority exponent 0 (both runs sample the same batches) an epoch's Q statistics, read from pass 0's logits, agree
+  // with the per-head GEMMs' path; logits not written, or written to another pass's rows, would not.
+  test('bf16, reference widths, graphs: an epoch\'s Q statistics and losses agree with the per-head GEMMs', () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+      'replay.alpha=0']);
+    const a = frozenEpochs(cfg, { FH_HEADS_OUT: '1' });
+    const b = frozenEpochs(cfg, {});
+    expect(a.engine).toMatch(/heads streamed/);
+    expect(b.engine).not.toMatch(/heads streamed/);
+    expectEpochStatsClose(a.st, b.st, 1e-3);
+  });
+});

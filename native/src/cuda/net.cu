@@ -231,6 +231,11 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                            : 0;
     net->out_all = 0;
     for (int k = 0; k < L.n_heads; ++k) net->out_all += L.out_pad[k];
+    /* the training pass's head outputs as one streaming kernel (FH_HEADS_OUT=1; else the per-head GEMMs) */
+    net->heads_out = train_ldt == FH_BF16 && net->n_sm > 0 && !net->heads_loss && !net->mma_heads && !net->heads_block &&
+                     fh_env_is("FH_HEADS_OUT", "1") &&
+                     fh_heads_out_supported(L.n_heads, L.hh, L.out_pad, L.n_heads * L.hh, smem_optin) &&
+                     fh_heads_out_setup() == FH_OK;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
@@ -400,6 +405,25 @@ static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const flo
 
 static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, int32_t B);
 
+/* heads_out: pass P's B rows of head outputs (bf16 logits) by the streaming kernel, on its main stream. */
+static fh_status net_heads_streamed(fh_net* net, fh_net_pass& P, const void* S, int32_t B) {
+  const fh_layout& L = net->L;
+  fh_heads_out_args a{};
+  a.A = static_cast<const fh_bf16*>(P.ah);
+  a.lda = L.n_heads * L.hh;
+  a.heads = L.n_heads;
+  a.K = L.hh;
+  a.M = B;
+  for (int k = 0; k < L.n_heads; ++k) {
+    a.W[k] = static_cast<const fh_bf16*>(S) + L.WO[k];
+    a.bias[k] = static_cast<const fh_bf16*>(S) + L.bO[k];
+    a.C[k] = static_cast<fh_bf16*>(P.logits[k]);
+    a.ldc[k] = P.ld[k];
+    a.N[k] = L.out_pad[k];
+  }
+  return fh_launch_heads_out(a, net->n_sm, P.s);
+}
+
 /* heads_block's groups: heads [g G, g G + G) (the last may have fewer); group g's first output row, its rows, its K
  * (its heads times hh) and where its weight starts in wblk (the groups' matrices one after the other). */
 struct fh_head_group {
@@ -471,6 +495,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   const bool block = p == 0 && which == 0 && net->heads_block && heads && !(net->knockout & FH_KO_HEADS);
+  const bool streamed = p == 0 && which == 0 && net->heads_out && heads && !(net->knockout & FH_KO_HEADS);
   if (block) FH_TRY(net_heads_block_refresh(net, P));
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
@@ -497,6 +522,8 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
+  } else if (streamed) {
+    FH_TRY(net_heads_streamed(net, P, S, B));
   } else if (block) {
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->blk_ev[1], 0));
     fh_head_group grp[FH_NET_HEADS];

@@ -104,6 +104,9 @@ struct fh_net {
                                    other (head k's block nonzero in the group's columns of head k only) */
   void* bblk;                   /* (out_all) bf16 biases */
   cudaEvent_t blk_ev[2];        /* the forward's fork to the block refresh, and its end */
+  int heads_out;                /* opt-in (FH_HEADS_OUT=1), bf16 mode with bf16 train logits, shapes that
+                                   fh_heads_out_supported takes: the training pass's head outputs as one persistent
+                                   streaming kernel (kernels/heads_out.cu) instead of one cuBLASLt GEMM per head */
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
                                    fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */

@@ -991,6 +991,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
   if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
+  if (t->net.heads_out) engine_add(out, w, ", heads streamed");
   if (t->net.heads_block) {
     const int groups = (t->net.L.n_heads + t->net.heads_block - 1) / t->net.heads_block;
     engine_add(out, w, groups == 1 ? ", heads as one GEMM" : ", heads as %d GEMMs", groups);
