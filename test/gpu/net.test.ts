@@ -715,7 +715,7 @@ describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_
       const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
         'train.batch_size=320']);
       const atoms = Number(sets[0]?.split('=')[1]);
-      expectSwitchAgrees(cfg, { FH_HEADS_OUT: '1' }, {}, SEED + 901, B, /heads streamed/,
+      expectSwitchAgrees(cfg, { FH_HEADS_OUT: '1' }, { FH_HEADS_OUT: '0' }, SEED + 901, B, /heads streamed/,
         [atoms, ...sizes.map((n) => n * atoms)], [2e-3, 1e-2, 1e-2]);
     });
   }
@@ -726,7 +726,7 @@ describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_
     const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
       'replay.alpha=0']);
     const a = frozenEpochs(cfg, { FH_HEADS_OUT: '1' });
-    const b = frozenEpochs(cfg, {});
+    const b = frozenEpochs(cfg, { FH_HEADS_OUT: '0' });
     expect(a.engine).toMatch(/heads streamed/);
     expect(b.engine).not.toMatch(/heads streamed/);
     expectEpochStatsClose(a.st, b.st, 1e-3);
