@@ -279,6 +279,23 @@ function frozenEpochs(cfg: RunConfig, env: Record<string, string>,
   });
 }
 
+/** A head-shape case: its name, its config settings (atoms first), its branch sizes and its batch. */
+type HeadCase = [string, string[], number[], number];
+
+/** For each case, one test: a reference-width trainer (512 / 256 / 128, the case's atoms and branches) whose loss,
+ *  signal and every gradient block with aEnv agree with bEnv's (expectSwitchAgrees). */
+function switchCases(cases: HeadCase[], aEnv: Record<string, string>, bEnv: Record<string, string>, seed: number,
+  engine: RegExp, tols: [number, number, number]): void {
+  for (const [name, sets, sizes, B] of cases) {
+    test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
+      const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+        'train.batch_size=320']);
+      const atoms = Number(sets[0]?.split('=')[1]);
+      expectSwitchAgrees(cfg, aEnv, bEnv, seed, B, engine, [atoms, ...sizes.map((n) => n * atoms)], tols);
+    });
+  }
+}
+
 /** An epoch's Q statistics (within 1e-4 relative, or tolQ) and loss mean (1e-2) of run a against run b. */
 function expectEpochStatsClose(a: FhEpochStats, b: FhEpochStats, tolQ = 1e-4): void {
   expect(Number(a.q_var)).toBeGreaterThan(0);
@@ -625,21 +642,12 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
   // so they are compared within bf16 tolerance, every parameter block's gradient on its own (a wrong head, bias or
   // action block cannot hide in the total). Batches with a partial 16-sample tile, terminal samples (disc 0), taken
   // actions past a branch's size (clamped), 17 / 51 / 56 atoms and other branch sizes.
-  const cases: [string, string[], number[], number][] = [
+  switchCases([
     ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
     ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
     ['atoms 56, branches 3,4,3, B 17', ['agent.atoms=56'], [3, 4, 3], 17],
     ['atoms 51, branches 3,2,3, B 63', ['agent.atoms=51', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 63],
-  ];
-  for (const [name, sets, sizes, B] of cases) {
-    test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
-      const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
-        'train.batch_size=320']);
-      const atoms = Number(sets[0]?.split('=')[1]);
-      expectSwitchAgrees(cfg, { FH_HEADS_LOSS: '1' }, { FH_HEADS_LOSS: '0' }, SEED + 701, B, /head outputs in the loss/,
-        [atoms, ...sizes.map((n) => n * atoms)], [1e-2, 6e-2, 6e-2]);
-    });
-  }
+  ], { FH_HEADS_LOSS: '1' }, { FH_HEADS_LOSS: '0' }, SEED + 701, /head outputs in the loss/, [1e-2, 6e-2, 6e-2]);
   // The Q statistics read online(s)'s logits, which the fused step does not store: their step runs the head GEMMs
   // for them (fh_net_train_heads). With lr 1e-12 (the weights stay) and priority exponent 0 (the sampler does not see
   // the loss's priorities, which differ by the logits' rounding) both runs train on the same batches, so an epoch's Q
@@ -705,20 +713,11 @@ describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_
   // rounding), so loss, priority signal and every parameter block's gradient agree closely. Batches with a partial
   // 32-row tile (2B = 600, 126 and 34 rows) and head widths other than the reference's (24 / 56 / 72 and 56 / 112
   // columns: other shares of the warps).
-  const cases: [string, string[], number[], number][] = [
+  switchCases([
     ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
     ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
     ['atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
-  ];
-  for (const [name, sets, sizes, B] of cases) {
-    test(`bf16, reference widths, ${name}: loss, priority signal and every gradient block agree`, () => {
-      const cfg = tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
-        'train.batch_size=320']);
-      const atoms = Number(sets[0]?.split('=')[1]);
-      expectSwitchAgrees(cfg, { FH_HEADS_OUT: '1' }, { FH_HEADS_OUT: '0' }, SEED + 901, B, /heads streamed/,
-        [atoms, ...sizes.map((n) => n * atoms)], [2e-3, 1e-2, 1e-2]);
-    });
-  }
+  ], { FH_HEADS_OUT: '1' }, { FH_HEADS_OUT: '0' }, SEED + 901, /heads streamed/, [2e-3, 1e-2, 1e-2]);
   // Inside the captured train step (graphs, prefetch, the replay chain): with lr 1e-12 (the weights stay) and
   // priority exponent 0 (both runs sample the same batches) an epoch's Q statistics, read from pass 0's logits, agree
   // with the per-head GEMMs' path; logits not written, or written to another pass's rows, would not.
