@@ -216,6 +216,7 @@ fh_status fh_heads_out_setup() {
   static cudaError_t attr = cudaSuccess;
   std::call_once(once, [] {
     attr = cudaFuncSetAttribute(fh_heads_out_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FH_HEADS_OUT_SMEM_MAX);
+    if (attr != cudaSuccess) (void)cudaGetLastError(); /* not left for an unrelated launch's check to find */
   });
   if (attr != cudaSuccess) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_heads_out_setup", cudaGetErrorString(attr));
