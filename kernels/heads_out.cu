@@ -198,17 +198,28 @@ bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 
 }  // namespace
 
-bool fh_heads_out_supported(int heads, int K, const int* N, int lda, int smem_optin) {
+/* The shapes' part of a plan (heads, K, lda, N, wrow, rows and the warps' runs); false where the kernel does not run
+ * them within smem_limit bytes of shared memory. */
+static bool plan_shapes(int heads, int K, const int* N, int lda, int smem_limit, plan& p) {
   if (heads < 1 || heads > FH_HEADS_OUT_MAX || K < 32 || K > 256 || K % 32 || lda < heads * K || lda % 8) return false;
-  int rows = 0;
+  p.heads = heads;
+  p.K = K;
+  p.lda = lda;
+  p.rows = 0;
   for (int k = 0; k < heads; ++k) {
     if (N[k] < 8 || N[k] % 8) return false;
-    rows += N[k];
+    p.N[k] = N[k];
+    p.wrow[k] = p.rows;
+    p.rows += N[k];
   }
-  plan p{};
   if (!share_warps(heads, N, p)) return false;
-  const size_t smem = smem_bytes(rows, K, heads);
-  return smem <= FH_HEADS_OUT_SMEM_MAX && smem <= (size_t)smem_optin;
+  const size_t smem = smem_bytes(p.rows, K, heads);
+  return smem <= FH_HEADS_OUT_SMEM_MAX && smem <= (size_t)smem_limit;
+}
+
+bool fh_heads_out_supported(int heads, int K, const int* N, int lda, int smem_optin) {
+  plan p{};
+  return plan_shapes(heads, K, N, lda, smem_optin, p);
 }
 
 fh_status fh_heads_out_setup() {
@@ -227,16 +238,12 @@ fh_status fh_heads_out_setup() {
 
 fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream_t s) {
   if (a.M <= 0) return FH_OK;
-  if (!fh_heads_out_supported(a.heads, a.K, a.N, a.lda, FH_HEADS_OUT_SMEM_MAX) || !a.A || !aligned16(a.A) ||
-      blocks < 1) {
+  plan p{};
+  if (!plan_shapes(a.heads, a.K, a.N, a.lda, FH_HEADS_OUT_SMEM_MAX, p) || !a.A || !aligned16(a.A) || blocks < 1) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_heads_out", "shapes outside the streaming head-output kernel");
     return FH_ERR_INVALID_ARGUMENT;
   }
-  plan p{};
   p.A = a.A;
-  p.heads = a.heads;
-  p.K = a.K;
-  p.lda = a.lda;
   p.M = a.M;
   for (int k = 0; k < a.heads; ++k) {
     if (!a.W[k] || !a.bias[k] || !a.C[k] || !aligned16(a.W[k]) || ((uintptr_t)a.C[k] & 3u) || a.ldc[k] < a.N[k] ||
@@ -250,11 +257,7 @@ fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream
     p.bias[k] = a.bias[k];
     p.C[k] = a.C[k];
     p.ldc[k] = a.ldc[k];
-    p.N[k] = a.N[k];
-    p.wrow[k] = p.rows;
-    p.rows += a.N[k];
   }
-  share_warps(a.heads, a.N, p);
   FH_TRY(fh_heads_out_setup());
   const int tiles = (a.M + kRows - 1) / kRows;
   fh_heads_out_kernel<<<tiles < blocks ? tiles : blocks, kThreads, smem_bytes(p.rows, p.K, p.heads), s>>>(p);

@@ -55,10 +55,6 @@ static __device__ __forceinline__ void fh_load_cols(const L* row, const int (&jc
 /* FH_LOSS_KERNEL=general forces the general (shared-memory, serial projection) kernel everywhere
  * (read at each launch, i.e. when a graph is captured; for comparisons). */
 static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "general"); }
-/* FH_LOSS_PADS=0 (opt-in, A/B): the reference shape's half-warp loss leaves the gradient rows' pad columns as they
- * are instead of storing zeros; only for a caller that keeps them zero (the net zeroes its rows once at creation and
- * no kernel writes them but a loss). The default instance's code is the one without the switch. */
-static bool fh_loss_pads_stored() { return !fh_env_is("FH_LOSS_PADS", "0"); }
 /* FH_LOSS_FAST=0 keeps the exact (IEEE, fp32-mode) arithmetic of the register kernel in bf16 mode too
  * (read at each launch, like FH_LOSS_KERNEL; for A/B comparisons). */
 static bool fh_loss_fast_math_allowed() { return !fh_env_is("FH_LOSS_FAST", "0"); }
@@ -919,7 +915,7 @@ __device__ float fh_loss_half_dbg[32 * 64];
 #define FH_HN(bit, d) n[d]
 #endif
 
-template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB, bool PADS = true>
+template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
 static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     fh_c51_loss_half_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                             const int32_t* __restrict__ act, const float* __restrict__ ret,
@@ -1226,16 +1222,14 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
             if (a < NS[d] && a < FH_HN(0x80, d)) arow[a * atoms + j] = fh_from_f32<T>((a == ad[d] ? gk[d][k] : 0.0f) - mean_g);
         }
       }
-      if constexpr (PADS)
-        for (int c = FH_HN(0x80, d) * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
+      for (int c = FH_HN(0x80, d) * atoms + l16; c < grad.lda[d]; c += 16) arow[c] = fh_from_f32<T>(0.0f);
     }
   }
   T* vrow = grad.v + (int64_t)i * grad.ldv;
 #pragma unroll
   for (int k = 0; k < K; ++k)
     if (ok[k]) vrow[l16 + 16 * k] = fh_from_f32<T>(dv[k]);
-  if constexpr (PADS)
-    for (int c = atoms + l16; c < grad.ldv; c += 16) vrow[c] = fh_from_f32<T>(0.0f);
+  for (int c = atoms + l16; c < grad.ldv; c += 16) vrow[c] = fh_from_f32<T>(0.0f);
   if (l16 == 0) {
     wloss[i] = weight[i] * (ce[0] * inv_nb);
     signal[i] = ce[0];
@@ -1261,10 +1255,7 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
         const fh_loss_half_pick pick = maxn <= 4 ? fh_loss_half_choice(ref) : FH_HALF_OFF;
         if (pick != FH_HALF_OFF) {
           const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
-          if (pick == FH_HALF_EXACT && !fh_loss_pads_stored())
-            fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6, false><<<hblocks, kHalfWarps * 32, 0, s>>>(
-                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
-          else if (pick == FH_HALF_EXACT)
+          if (pick == FH_HALF_EXACT)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6><<<hblocks, kHalfWarps * 32, 0, s>>>(
                 on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
           else if (pick == FH_HALF_EXACT4)

@@ -429,31 +429,6 @@ fh_status fh_launch_expected_q(const fh_heads_view_t<L>& h, int B, float* q, int
   return FH_OK;
 }
 
-static __global__ void fh_heads_block_copy_kernel(const fh_heads_block_args a) {
-  const int64_t nw = (int64_t)a.rows * a.hh;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nw + a.rows; i += (int64_t)gridDim.x * blockDim.x) {
-    const int r = i < nw ? (int)(i / a.hh) : (int)(i - nw);
-    int k = 0;
-    while (k + 1 < a.heads && r >= a.row0[k + 1]) ++k;
-    if (i < nw) {
-      const int j = (int)(i % a.hh);
-      a.W[a.dst[k] + (int64_t)(r - a.row0[k]) * a.ldw[k] + j] = a.src[a.wo[k] + (int64_t)(r - a.row0[k]) * a.hh + j];
-    } else {
-      a.bias[r] = a.src[a.bo[k] + (r - a.row0[k])];
-    }
-  }
-}
-
-fh_status fh_launch_heads_block_copy(const fh_heads_block_args& a, cudaStream_t s) {
-  if (a.heads < 1 || a.heads > 1 + FH_MAX_BRANCHES || a.hh <= 0 || a.rows <= 0 || !a.src || !a.W || !a.bias)
-    return FH_ERR_INVALID_ARGUMENT;
-  const int64_t n = (int64_t)a.rows * a.hh + a.rows;
-  const int blocks = (int)(n + 255) / 256 < 1024 ? (int)((n + 255) / 256) : 1024;
-  fh_heads_block_copy_kernel<<<blocks, 256, 0, s>>>(a);
-  FH_LAUNCH_CHECK();
-  return FH_OK;
-}
-
 template fh_status fh_launch_expected_q<float>(const fh_heads_view&, int, float*, int, cudaStream_t);
 template fh_status fh_launch_expected_q<fh_bf16>(const fh_heads_view_bf16&, int, float*, int, cudaStream_t);
 template fh_status fh_launch_cast<float>(const float*, float*, int64_t, cudaStream_t);

@@ -110,21 +110,6 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
                              int B, float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad,
                              cudaStream_t s);
 
-/* ---- net.cu: the block-diagonal head-output weight (FH_HEADS_BLOCK) ---- */
-struct fh_heads_block_args {
-  const fh_bf16* src;                 /* the bf16 parameter shadows */
-  int64_t wo[1 + FH_MAX_BRANCHES];    /* head k's output weights in src, (out_pad[k], hh) */
-  int64_t bo[1 + FH_MAX_BRANCHES];    /* head k's output biases in src, (out_pad[k]) */
-  int row0[1 + FH_MAX_BRANCHES];      /* head k's first output row (of all the heads' rows) */
-  int64_t dst[1 + FH_MAX_BRANCHES];   /* where head k's weight block starts in W (its row 0, column 0) */
-  int ldw[1 + FH_MAX_BRANCHES];       /* the row stride of head k's group matrix in W */
-  int heads, hh, rows;                /* rows = the sum of out_pad[k] */
-  fh_bf16* W;                         /* the groups' block-diagonal weights: head k's (out_pad[k], hh) at dst[k] */
-  fh_bf16* bias;                      /* (rows) */
-};
-/* Refreshes the diagonal blocks and the biases from the shadows (the zeros around them are set once). */
-fh_status fh_launch_heads_block_copy(const fh_heads_block_args& a, cudaStream_t s);
-
 /* ---- heads_out.cu ---- */
 /* The training pass's head outputs as one persistent streaming kernel (bf16 in and out): C[k] (M, N[k]) =
  * A[:, k K : (k + 1) K] W[k]^T + bias[k] for every head k, W[k] (N[k], K) row-major. */

@@ -18,7 +18,7 @@
 import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
-import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
+import type { FhConfig, FhEpochStats } from '../../src/native/binding.js';
 import { create, info, market, nativeConfig, nativeMarket, params, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
@@ -262,19 +262,14 @@ function expectSwitchAgrees(cfg: RunConfig, aEnv: Record<string, string>, bEnv: 
   expectBlocksClose(cfg, a.g, b.g, outs, tolB);
 }
 
-/** A reference-width trainer at lr 1e-12 (its weights stay) with the switches env: its engine line and an epoch's
- *  statistics (`first`); with `between`, that runs after the first epoch and `st` is a second epoch's (else the
- *  first's). */
-function frozenEpochs(cfg: RunConfig, env: Record<string, string>,
-  between?: (gpu: NativeLib, h: TrainerHandle) => void): { engine: string; first: FhEpochStats; st: FhEpochStats } {
+/** A reference-width trainer at lr 1e-12 (its weights stay) with the switches env: its engine line and one epoch's
+ *  statistics. */
+function frozenEpochs(cfg: RunConfig, env: Record<string, string>): { engine: string; st: FhEpochStats } {
   return withEnv(env, () => {
     const gpu = loadNative('cuda');
     return withTrainer(gpu, cudaConfig(cfg, { lr: 1e-12 }), nativeMarket(market(cfg)), (h) => {
       const engine = info(gpu, h).engine;
-      const first = runEpoch(gpu, h);
-      if (!between) return { engine, first, st: first };
-      between(gpu, h);
-      return { engine, first, st: runEpoch(gpu, h) };
+      return { engine, st: runEpoch(gpu, h) };
     });
   });
 }
@@ -662,47 +657,6 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     expect(b.engine).not.toMatch(/head outputs in the loss/);
     expectEpochStatsClose(a.st, b.st);
   });
-});
-
-describe('the head outputs as block-diagonal GEMMs (FH_HEADS_BLOCK) against one GEMM per head', () => {
-  // With FH_HEADS_BLOCK=1 the training pass's four head outputs are one cuBLASLt GEMM over all the heads' activations
-  // (K 4 x 128), with =2 two GEMMs over pairs of heads (K 2 x 128), each with a block-diagonal weight that a small
-  // kernel refreshes from the bf16 shadows in every forward; the logits sit side by side in one buffer. The
-  // off-diagonal zeros add nothing, so loss and gradients agree with the per-head GEMMs to the accumulation's rounding,
-  // every parameter block on its own.
-  const variants: [string, RegExp][] = [['1', /heads as one GEMM/], ['2', /heads as 2 GEMMs/]];
-  for (const [v, engine] of variants) {
-    test(`FH_HEADS_BLOCK=${v}, bf16, reference widths, B 300: loss, priority signal and every gradient block agree`, () => {
-      const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
-        'train.batch_size=320']);
-      expectSwitchAgrees(cfg, { FH_HEADS_BLOCK: v }, {}, SEED + 801, 300, engine, [51, 3 * 51, 4 * 51, 3 * 51],
-        [2e-3, 1e-2, 1e-2]);
-    });
-  }
-  // The refresh is part of the captured train step: after an epoch, every parameter is scaled by 1.5 (set_params,
-  // between graph replays) and a second epoch runs at lr 1e-12 (the weights stay) with priority exponent 0 (both
-  // sample the same batches). Its Q statistics, from pass 0's logits, agree with the per-head path's only if the block
-  // weights followed the new parameters; stale ones would give the first epoch's head weights on the new trunk.
-  for (const [v, engine] of variants) {
-    test(`FH_HEADS_BLOCK=${v}, graphs: the block weights follow parameters set between epochs`, () => {
-      const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
-        'replay.alpha=0']);
-      const scale = (gpu: NativeLib, h: TrainerHandle) => {
-        const P = Number(info(gpu, h).n_params);
-        const w = new Float32Array(P);
-        expect(gpu.fh_trainer_get_params(h, 0, w, P)).toBe(FhStatus.OK);
-        w.forEach((x, i) => { w[i] = x * 1.5; });
-        expect(gpu.fh_trainer_set_params(h, 0, w, P)).toBe(FhStatus.OK);
-      };
-      const a = frozenEpochs(cfg, { FH_HEADS_BLOCK: v }, scale);
-      const b = frozenEpochs(cfg, {}, scale);
-      expect(a.engine).toMatch(engine);
-      expect(b.engine).not.toMatch(/heads as/);
-      // the scaled parameters moved the statistics, so agreeing on the second epoch is not agreeing on the first's
-      expect(Math.abs(Number(b.st.q_mean) - Number(b.first.q_mean))).toBeGreaterThan(1e-3 * Math.abs(Number(b.first.q_mean)));
-      expectEpochStatsClose(a.st, b.st, 1e-3);
-    });
-  }
 });
 
 describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_out.cu) against one GEMM per head', () => {

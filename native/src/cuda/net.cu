@@ -100,9 +100,8 @@ void fh_net_destroy(fh_net* net) {
     void* bufs[] = {P.x, P.a1, P.a2, P.ah, P.q};
     for (void* b : bufs)
       if (b) cudaFree(b);
-    if (P.logits_block) cudaFree(P.logits_block);
     for (int k = 0; k < FH_NET_HEADS; ++k) {
-      if (P.logits[k] && !P.logits_block) cudaFree(P.logits[k]);
+      if (P.logits[k]) cudaFree(P.logits[k]);
       if (P.ws[k]) cudaFree(P.ws[k]);
       if (P.join[k]) cudaEventDestroy(P.join[k]);
       if (k > 0 && P.hs[k]) cudaStreamDestroy(P.hs[k]);
@@ -110,10 +109,6 @@ void fh_net_destroy(fh_net* net) {
     if (P.fork) cudaEventDestroy(P.fork);
     if (P.s) cudaStreamDestroy(P.s);
   }
-  if (net->wblk) cudaFree(net->wblk);
-  if (net->bblk) cudaFree(net->bblk);
-  for (cudaEvent_t e : net->blk_ev)
-    if (e) cudaEventDestroy(e);
   if (net->gemm) fh_gemm_destroy(net->gemm);
   memset(net, 0, sizeof *net);
 }
@@ -223,16 +218,10 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                       fh_env_is("FH_HEADS_LOSS", "1") &&
                       fh_heads_loss_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh, smem_optin) &&
                       fh_heads_loss_setup() == FH_OK;
-    /* the training pass's head outputs as block-diagonal GEMMs of groups of heads (FH_HEADS_BLOCK=1: one of all of
-     * them, =2: one per pair; else one GEMM per head) */
-    const int hb = (int)fh_env_int("FH_HEADS_BLOCK", 0, 2, 0);  /* 1: all the heads one GEMM; 2: pairs */
-    net->heads_block = train_ldt == FH_BF16 && L.n_heads >= 2 && !net->heads_loss && !net->mma_heads && hb > 0
-                           ? (hb == 1 ? L.n_heads : 2)
-                           : 0;
     net->out_all = 0;
     for (int k = 0; k < L.n_heads; ++k) net->out_all += L.out_pad[k];
     /* the training pass's head outputs as one streaming kernel (FH_HEADS_OUT=1; else the per-head GEMMs) */
-    net->heads_out = train_ldt == FH_BF16 && net->n_sm > 0 && !net->heads_loss && !net->mma_heads && !net->heads_block &&
+    net->heads_out = train_ldt == FH_BF16 && net->n_sm > 0 && !net->heads_loss && !net->mma_heads &&
                      fh_env_is("FH_HEADS_OUT", "1") &&
                      fh_heads_out_supported(L.n_heads, L.hh, L.out_pad, L.n_heads * L.hh, smem_optin) &&
                      fh_heads_out_setup() == FH_OK;
@@ -256,16 +245,8 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
       NET_TRY(fh_dmalloc_t(&P.q, rows * net->nq * sizeof(float)));
       FH_CUDA_TRY(cudaStreamCreateWithPriority(&P.s, cudaStreamNonBlocking, p == 0 ? train_prio : least));
       FH_CUDA_TRY(cudaEventCreateWithFlags(&P.fork, cudaEventDisableTiming));
-      const bool block = p == 0 && net->heads_block;
-      if (block) NET_TRY(fh_dmalloc(&P.logits_block, rows * net->out_all * fh_dtype_size(P.ldt)));
-      for (int k = 0, row0 = 0; k < L.n_heads; row0 += L.out_pad[k], ++k) {
-        if (block) {
-          P.logits[k] = fh_byte_ptr(P.logits_block, row0, P.ldt);
-          P.ld[k] = net->out_all;
-        } else {
-          NET_TRY(fh_dmalloc(&P.logits[k], rows * L.out_pad[k] * fh_dtype_size(P.ldt)));
-          P.ld[k] = L.out_pad[k];
-        }
+      for (int k = 0; k < L.n_heads; ++k) {
+        NET_TRY(fh_dmalloc(&P.logits[k], rows * L.out_pad[k] * fh_dtype_size(P.ldt)));
         NET_TRY(fh_dmalloc(&P.ws[k], fh_gemm_workspace_bytes()));
         FH_CUDA_TRY(cudaEventCreateWithFlags(&P.join[k], cudaEventDisableTiming));
         if (k == 0) {
@@ -274,12 +255,6 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
           FH_CUDA_TRY(cudaStreamCreateWithPriority(&P.hs[k], cudaStreamNonBlocking, p == 0 ? train_prio : least));
         }
       }
-    }
-    if (net->heads_block) {
-      NET_TRY(fh_dmalloc(&net->wblk, (size_t)net->out_all * HH * es));
-      NET_TRY(fh_dmalloc(&net->bblk, (size_t)net->out_all * es));
-      FH_CUDA_TRY(cudaMemset(net->wblk, 0, (size_t)net->out_all * HH * es));
-      for (cudaEvent_t& e : net->blk_ev) FH_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
     for (int k = 0; k < L.n_heads; ++k) {
       NET_TRY(fh_dmalloc(&net->dlog[k], (size_t)cap * L.out_pad[k] * es));
@@ -377,13 +352,12 @@ template <typename L_>
 fh_heads_view_t<L_> fh_net_view(const fh_net* net, int p, int32_t row0) {
   const fh_layout& L = net->L;
   fh_heads_view_t<L_> h{};
-  const fh_net_pass& P = net->pass[p];
-  h.v = static_cast<const L_*>(P.logits[0]) + (int64_t)row0 * P.ld[0];
-  h.ldv = P.ld[0];
+  h.v = static_cast<const L_*>(net->pass[p].logits[0]) + (int64_t)row0 * L.out_pad[0];
+  h.ldv = L.out_pad[0];
   h.nb = L.n_branches;
   for (int d = 0; d < L.n_branches; ++d) {
-    h.a[d] = static_cast<const L_*>(P.logits[d + 1]) + (int64_t)row0 * P.ld[d + 1];
-    h.lda[d] = P.ld[d + 1];
+    h.a[d] = static_cast<const L_*>(net->pass[p].logits[d + 1]) + (int64_t)row0 * L.out_pad[d + 1];
+    h.lda[d] = L.out_pad[d + 1];
     h.n[d] = L.branch_sizes[d];
   }
   h.atoms = L.atoms;
@@ -418,64 +392,10 @@ static fh_status net_heads_streamed(fh_net* net, fh_net_pass& P, const void* S, 
     a.W[k] = static_cast<const fh_bf16*>(S) + L.WO[k];
     a.bias[k] = static_cast<const fh_bf16*>(S) + L.bO[k];
     a.C[k] = static_cast<fh_bf16*>(P.logits[k]);
-    a.ldc[k] = P.ld[k];
+    a.ldc[k] = L.out_pad[k];
     a.N[k] = L.out_pad[k];
   }
   return fh_launch_heads_out(a, net->n_sm, P.s);
-}
-
-/* heads_block's groups: heads [g G, g G + G) (the last may have fewer); group g's first output row, its rows, its K
- * (its heads times hh) and where its weight starts in wblk (the groups' matrices one after the other). */
-struct fh_head_group {
-  int first, count, row0, rows, K;
-  int64_t woff;
-};
-static int net_head_groups(const fh_net* net, fh_head_group (&g)[FH_NET_HEADS]) {
-  const fh_layout& L = net->L;
-  const int G = net->heads_block;
-  int n = 0, row0 = 0;
-  int64_t woff = 0;
-  for (int k = 0; k < L.n_heads; k += G, ++n) {
-    fh_head_group& x = g[n];
-    x.first = k;
-    x.count = k + G <= L.n_heads ? G : L.n_heads - k;
-    x.row0 = row0;
-    x.rows = 0;
-    for (int j = k; j < k + x.count; ++j) x.rows += L.out_pad[j];
-    x.K = x.count * L.hh;
-    x.woff = woff;
-    row0 += x.rows;
-    woff += (int64_t)x.rows * x.K;
-  }
-  return n;
-}
-
-/* heads_block: the groups' block-diagonal weights and the biases from the current bf16 shadows, on head stream 1
- * forked from the pass's stream (beside the trunk's GEMMs; the group GEMMs wait for blk_ev[1]). */
-static fh_status net_heads_block_refresh(fh_net* net, fh_net_pass& P) {
-  const fh_layout& L = net->L;
-  fh_heads_block_args a{};
-  a.src = static_cast<const fh_bf16*>(net->online_sh);
-  a.heads = L.n_heads;
-  a.hh = L.hh;
-  a.rows = net->out_all;
-  a.W = static_cast<fh_bf16*>(net->wblk);
-  a.bias = static_cast<fh_bf16*>(net->bblk);
-  fh_head_group grp[FH_NET_HEADS];
-  const int ng = net_head_groups(net, grp);
-  for (int gi = 0; gi < ng; ++gi)
-    for (int k = grp[gi].first, row0 = grp[gi].row0; k < grp[gi].first + grp[gi].count; row0 += L.out_pad[k], ++k) {
-      a.wo[k] = L.WO[k];
-      a.bo[k] = L.bO[k];
-      a.row0[k] = row0;
-      a.ldw[k] = grp[gi].K;
-      a.dst[k] = grp[gi].woff + (int64_t)(row0 - grp[gi].row0) * grp[gi].K + (int64_t)(k - grp[gi].first) * L.hh;
-    }
-  FH_CUDA_TRY(cudaEventRecord(net->blk_ev[0], P.s));
-  FH_CUDA_TRY(cudaStreamWaitEvent(P.hs[1], net->blk_ev[0], 0));
-  FH_TRY(fh_launch_heads_block_copy(a, P.hs[1]));
-  FH_CUDA_TRY(cudaEventRecord(net->blk_ev[1], P.hs[1]));
-  return FH_OK;
 }
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward); heads: the head
@@ -494,9 +414,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool m = masks && (net->fused || net->relu_masks);
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
-  const bool block = p == 0 && which == 0 && net->heads_block && heads && !(net->knockout & FH_KO_HEADS);
   const bool streamed = p == 0 && which == 0 && net->heads_out && heads && !(net->knockout & FH_KO_HEADS);
-  if (block) FH_TRY(net_heads_block_refresh(net, P));
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
   } else if (p == 0 && which == 0 && net->pair) {
@@ -524,16 +442,6 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
   } else if (streamed) {
     FH_TRY(net_heads_streamed(net, P, S, B));
-  } else if (block) {
-    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->blk_ev[1], 0));
-    fh_head_group grp[FH_NET_HEADS];
-    const int ng = net_head_groups(net, grp);
-    for (int gi = 0; gi < ng; ++gi) {
-      const fh_head_group& g = grp[gi];
-      FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, g.rows, g.K, fh_byte_ptr(P.ah, (int64_t)g.first * L.hh, op),
-                         HH, fh_byte_ptr(net->wblk, g.woff, op), fh_byte_ptr(net->bblk, g.row0, op), FH_EPI_BIAS,
-                         fh_byte_ptr(P.logits_block, g.row0, P.ldt), P.ldt, net->out_all));
-    }
   } else {
     FH_TRY(net_heads(net, p, S, M, B));
   }
@@ -556,7 +464,7 @@ static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, in
       pr[k].W = static_cast<const fh_bf16*>(S) + L.WO[k];
       pr[k].ldw = L.hh;
       pr[k].C = P.logits[k];
-      pr[k].ldc = P.ld[k];
+      pr[k].ldc = L.out_pad[k];
       pr[k].bias = P.ldt == FH_F32 ? static_cast<const void*>(M + L.bO[k]) : fh_byte_ptr(S, L.bO[k], FH_BF16);
       pr[k].N = L.out_pad[k];
       pr[k].K = L.hh;
@@ -603,7 +511,7 @@ static fh_status net_heads_cublaslt(fh_net* net, int p, const void* S, const flo
     FH_TRY(with_sms(net->gemm, head_sms(net, p, k, 1), [&] {
       return fh_gemm_fwd(net->gemm, P.hs[k], P.ws[k], op, B, L.out_pad[k], L.hh,
                          fh_byte_ptr(P.ah, (int64_t)k * L.hh, op), HH, fh_byte_ptr(S, L.WO[k], op), bias, FH_EPI_BIAS,
-                         P.logits[k], P.ldt, P.ld[k]);
+                         P.logits[k], P.ldt, L.out_pad[k]);
     }));
   }
   for (int k = 1; k < L.n_heads; ++k) {

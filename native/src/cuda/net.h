@@ -57,9 +57,7 @@ struct fh_net_pass {
   void* a1;                     /* (cap, h1) post-ReLU */
   void* a2;                     /* (cap, h2) post-ReLU */
   void* ah;                     /* (cap, H*hh) post-ReLU, head k in columns k*hh.. */
-  void* logits[FH_NET_HEADS];   /* (cap, ld[k]) of dtype ldt */
-  int32_t ld[FH_NET_HEADS];     /* row stride of logits[k]: out_pad[k], or the block's width (heads_block, pass 0) */
-  void* logits_block;           /* heads_block, pass 0: the one buffer (cap, out_all) that logits[k] point into */
+  void* logits[FH_NET_HEADS];   /* (cap, out_pad[k]) of dtype ldt */
   fh_dtype ldt;                 /* head-output dtype: fp32, or bf16 for the training passes in bf16 mode
                                    (the default; FH_LOGITS_BF16=0 keeps fp32) */
   float* q;                     /* (cap, nq) expected Q, fp32 */
@@ -95,15 +93,7 @@ struct fh_net {
                                    the ReLU derivative and bias sums fused (bf16 mode, opt-in with FH_MMA=1:
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
-  int heads_block;              /* opt-in (FH_HEADS_BLOCK=1 or 2), bf16 mode with bf16 train logits: heads per group
-                                   (all of them, or 2) whose training-pass outputs are one GEMM over the group's
-                                   activations with a block-diagonal weight (wblk, refreshed from the shadows each
-                                   forward); the logits of all the heads side by side; 0: one GEMM per head */
-  int32_t out_all;              /* sum of out_pad[k] (every mode): the block logits' row, the heads' SM shares' whole */
-  void* wblk;                   /* each group's (its rows, its heads * hh) bf16 block-diagonal weight, one after the
-                                   other (head k's block nonzero in the group's columns of head k only) */
-  void* bblk;                   /* (out_all) bf16 biases */
-  cudaEvent_t blk_ev[2];        /* the forward's fork to the block refresh, and its end */
+  int32_t out_all;              /* sum of out_pad[k]: the whole of the heads' SM shares */
   int heads_out;                /* opt-in (FH_HEADS_OUT=1), bf16 mode with bf16 train logits, shapes that
                                    fh_heads_out_supported takes: the training pass's head outputs as one persistent
                                    streaming kernel (kernels/heads_out.cu) instead of one cuBLASLt GEMM per head */

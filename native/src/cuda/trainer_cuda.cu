@@ -992,10 +992,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
   if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
   if (t->net.heads_out) engine_add(out, w, ", heads streamed");
-  if (t->net.heads_block) {
-    const int groups = (t->net.L.n_heads + t->net.heads_block - 1) / t->net.heads_block;
-    engine_add(out, w, groups == 1 ? ", heads as one GEMM" : ", heads as %d GEMMs", groups);
-  }
   if (t->tp1.on) engine_add(out, w, ", target P1 table");
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
   if (t->net.side_sms) engine_add(out, w, ", side dW on %d SMs", t->net.side_sms);
