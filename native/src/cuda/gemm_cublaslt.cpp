@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -101,194 +100,86 @@ static cudaDataType_t cdt(fh_dtype t) { return t == FH_BF16 ? CUDA_R_16BF : CUDA
 /* Autotuning: the heuristic's top kMaxCandidates algorithms are timed once per shape (eagerly, at the
  * trainer's warm-up) and the fastest kept. The choice is cached process-wide by shape so every
  * trainer of a process uses the same algorithm (graph on/off comparisons stay bit-exact).
- * FH_GEMM_AUTOTUNE=0 keeps the heuristic's first choice. FH_GEMM_SEARCH=1 (read per tuned shape) adds the
- * algorithms cuBLASLt enumerates for the shape's types (enumerate_algos), screened by one timing each; their best
- * kSearchKept join the heuristic's list in the timed sweeps. */
+ * FH_GEMM_AUTOTUNE=0 keeps the heuristic's first choice. */
 static constexpr int kMaxCandidates = 16;
-static constexpr size_t kSearchChecks = 6000;  /* cublasLtMatmulAlgoCheck calls per shape, at most */
-static constexpr size_t kSearchValid = 480;    /* enumerated candidates screened per shape, at most */
-static constexpr int kSearchKept = 8;          /* screened candidates timed beside the heuristic's */
 static std::mutex g_tuned_mu;
-static std::map<PlanKey, cublasLtMatmulAlgo_t> g_tuned;  /* shape -> the algorithm tuned for it */
-
-static bool search_on() {
-  const char* e = getenv("FH_GEMM_SEARCH");
-  return e && e[0] == '1';
-}
-
-/* A capability list of algo (an array of uint32_t: tile or stage ids); empty when the algorithm has none. */
-static std::vector<uint32_t> cap_list(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
-  size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS || bytes == 0)
-    return {};
-  std::vector<uint32_t> v(bytes / sizeof(uint32_t));
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(uint32_t), &bytes) !=
-      CUBLAS_STATUS_SUCCESS)
-    return {};
-  return v;
-}
-
-/* FH_GEMM_SEARCH: every algorithm cuBLASLt enumerates for the plan's types (cublasLtMatmulAlgoGetIds), at each
- * tile and stage count it lists and five cluster shapes, without split-K, swizzling or custom options, that
- * cublasLtMatmulAlgoCheck accepts for this plan (its epilogue and SM target included) within the workspace. */
-static void enumerate_algos(fh_gemm* g, const Plan& p, fh_dtype op, fh_dtype cdtype,
-                            std::vector<cublasLtMatmulAlgo_t>& out) {
-  const cudaDataType_t ab = cdt(op), c = cdt(cdtype);
-  int ids[128];
-  int nid = 0;
-  if (cublasLtMatmulAlgoGetIds(g->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, ab, ab, c, c, 128, ids, &nid) !=
-      CUBLAS_STATUS_SUCCESS)
-    return;
-  size_t checks = 0;
-  for (int a = 0; a < nid && out.size() < kSearchValid && checks < kSearchChecks; ++a) {
-    cublasLtMatmulAlgo_t base;
-    if (cublasLtMatmulAlgoInit(g->lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, ab, ab, c, c, ids[a], &base) !=
-        CUBLAS_STATUS_SUCCESS)
-      continue;
-    std::vector<uint32_t> tiles = cap_list(base, CUBLASLT_ALGO_CAP_TILE_IDS);
-    std::vector<uint32_t> stages = cap_list(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
-    /* cluster shapes (cublasLtClusterShape_t): automatic, 1x1x1, 2x1x1, 1x2x1, 2x2x1; AlgoCheck rejects the ones an
-     * algorithm does not take */
-    const uint32_t clusters[] = {0, 2, 3, 5, 6};
-    if (tiles.empty()) tiles.push_back(0);
-    if (stages.empty()) stages.push_back(0);
-    for (uint32_t tile : tiles)
-      for (uint32_t cl : clusters)
-        for (uint32_t st : stages) {
-          if (out.size() >= kSearchValid || checks >= kSearchChecks) return;
-          cublasLtMatmulAlgo_t algo = base;
-          const uint32_t zero = 0;
-          const uint16_t cl16 = (uint16_t)cl;
-          if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile) !=
-                  CUBLAS_STATUS_SUCCESS ||
-              cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &st, sizeof st) !=
-                  CUBLAS_STATUS_SUCCESS)
-            continue;
-          /* the cluster shape id is 16 bits wide (cuBLASLt's documentation); 32 where a library takes that */
-          if (cl && cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl16,
-                                                         sizeof cl16) != CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, sizeof cl) !=
-                  CUBLAS_STATUS_SUCCESS)
-            continue;
-          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &zero, sizeof zero);
-          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &zero, sizeof zero);
-          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &zero, sizeof zero);
-          ++checks;
-          cublasLtMatmulHeuristicResult_t r{};
-          if (cublasLtMatmulAlgoCheck(g->lt, p.op, p.a, p.b, p.c, p.c, &algo, &r) != CUBLAS_STATUS_SUCCESS ||
-              r.workspaceSize > kWorkspaceBytes)
-            continue;
-          out.push_back(algo);
-        }
-  }
-}
+static std::map<PlanKey, int> g_tuned;  /* shape -> index into the heuristic's list */
 
 static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublasLtMatmulHeuristicResult_t* res, int found,
-                           const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops, bool fused,
-                           fh_dtype op, fh_dtype cdtype) {
+                           const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops, bool fused) {
   {
     std::lock_guard<std::mutex> lock(g_tuned_mu);
     auto it = g_tuned.find(key);
     if (it != g_tuned.end()) {
-      p.algo = it->second;
+      if (it->second < found) p.algo = res[it->second].algo;
       return FH_OK;
     }
   }
-  std::vector<cublasLtMatmulAlgo_t> cand;
-  for (int i = 0; i < found; ++i) cand.push_back(res[i].algo);
-  int best = 0, searched = 0;
+  int best = 0;
   const char* env = getenv("FH_GEMM_AUTOTUNE");
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(s, &cs);
-  const bool search = search_on();
-  if ((found > 1 || search) && flops >= 1e8 && cs == cudaStreamCaptureStatusNone && !(env && env[0] == '0')) {
+  if (found > 1 && flops >= 1e8 && cs == cudaStreamCaptureStatusNone && !(env && env[0] == '0')) {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     const float alpha = 1.0f, beta = 0.0f;
-    auto mm = [&](const cublasLtMatmulAlgo_t& algo) {
-      return cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &algo, ws, kWorkspaceBytes,
-                            s) == CUBLAS_STATUS_SUCCESS;
+    auto mm = [&](int i) {
+      return cublasLtMatmul(g->lt, p.op, &alpha, A, p.a, B, p.b, &beta, C, p.c, C, p.c, &res[i].algo, ws,
+                            kWorkspaceBytes, s) == CUBLAS_STATUS_SUCCESS;
     };
-    /* the time of one launch of algo (ms, of `reps` back to back after 2 warm ones); 1e30 where it does not run */
-    auto time_of = [&](const cublasLtMatmulAlgo_t& algo, int reps) {
-      bool ok = true;
-      for (int r = 0; r < 2 && ok; ++r) ok = mm(algo);
-      if (!ok) {
-        cudaGetLastError();
-        return 1e30f;
-      }
-      cudaEventRecord(e0, s);
-      for (int r = 0; r < reps; ++r) mm(algo);
-      cudaEventRecord(e1, s);
-      float ms = 0.0f;
-      if (cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
-        cudaGetLastError();
-        return 1e30f;
-      }
-      return ms / (float)reps;
-    };
-    for (int r = 0; r < 20; ++r) mm(cand[0]);
-    if (search) {
-      /* the enumerated algorithms not in the heuristic's list, screened by one timing each; the fastest join */
-      std::vector<cublasLtMatmulAlgo_t> more;
-      enumerate_algos(g, p, op, cdtype, more);
-      std::vector<std::pair<float, size_t>> screen;
-      for (size_t j = 0; j < more.size(); ++j) {
-        bool dup = false;
-        for (const auto& h : cand) dup = dup || memcmp(&h, &more[j], sizeof h) == 0;
-        if (dup) continue;
-        const float t = time_of(more[j], 3);
-        if (t < 1e29f) screen.emplace_back(t, j);
-      }
-      searched = (int)screen.size();
-      std::sort(screen.begin(), screen.end());
-      for (size_t j = 0; j < screen.size() && j < (size_t)kSearchKept; ++j) cand.push_back(more[screen[j].second]);
-    }
     /* FH_GEMM_TUNE_ROUNDS sweeps over the candidates (default 3), each candidate's time its fastest sweep, after
      * the heuristic's first choice has run long enough to bring the clocks up */
     const char* re = getenv("FH_GEMM_TUNE_ROUNDS");
     int rounds = re ? atoi(re) : 3;
     rounds = rounds < 1 ? 1 : (rounds > 10 ? 10 : rounds);
-    const size_t nc = cand.size();
-    std::vector<float> tmin(nc, 1e30f);
+    for (int r = 0; r < 20; ++r) mm(0);
+    std::vector<float> tmin((size_t)found, 1e30f);
+    std::vector<char> runs((size_t)found, 0);
     for (int round = 0; round < rounds; ++round)
-      for (size_t i = 0; i < nc; ++i) {
-        if (round > 0 && tmin[i] >= 1e29f) continue;
-        const float t = time_of(cand[i], 5);
-        if (t < tmin[i]) tmin[i] = t;
+      for (int i = 0; i < found; ++i) {
+        if (round > 0 && !runs[(size_t)i]) continue;
+        bool ok = true;
+        for (int r = 0; r < 2 && ok; ++r) ok = mm(i);
+        if (!ok) continue;
+        runs[(size_t)i] = 1;
+        cudaEventRecord(e0, s);
+        for (int r = 0; r < 5; ++r) mm(i);
+        cudaEventRecord(e1, s);
+        float ms = 0.0f;
+        if (cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess &&
+            ms < tmin[(size_t)i])
+          tmin[(size_t)i] = ms;
       }
     float best_ms = 1e30f;
     int ran = 0;
-    for (size_t i = 0; i < nc; ++i) {
-      if (tmin[i] >= 1e29f) continue;
+    for (int i = 0; i < found; ++i) {
+      if (!runs[(size_t)i]) continue;
       ++ran;
-      if (tmin[i] < best_ms) {
-        best_ms = tmin[i];
-        best = (int)i;
+      if (tmin[(size_t)i] < best_ms) {
+        best_ms = tmin[(size_t)i];
+        best = i;
       }
     }
-    const float first_ms = tmin[0] < 1e29f ? tmin[0] : 0.0f;
+    const float first_ms = runs[0] ? tmin[0] : 0.0f;
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaGetLastError();
     const char* log = getenv("FH_GEMM_TUNE_LOG");  /* "1": one line per tuned shape on stderr (diagnostics) */
     if (log && log[0] == '1')
       fprintf(stderr,
-              "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d sms=%d: %d candidates (%d searched), first %.2f us, "
-              "best #%d%s %.2f us, %.0f TFLOP/s\n",
+              "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d sms=%d: %d candidates, first %.2f us, best #%d %.2f us\n",
               std::get<3>(key), std::get<4>(key), std::get<5>(key), std::get<6>(key), std::get<7>(key), std::get<8>(key),
-              std::get<10>(key), std::get<15>(key), ran, searched, first_ms * 1000.0f, best,
-              best >= found ? " (search)" : "", best_ms * 1000.0f, best_ms < 1e29f ? flops / (best_ms * 1e9) : 0.0);
+              std::get<10>(key), std::get<15>(key), ran, first_ms * 200.0f, best, best_ms * 200.0f);
     if (ran == 0 && fused) {
       /* the heuristic offered algorithms for the fused epilogue but none of them runs here */
       snprintf(g_gemm_err, sizeof g_gemm_err, "cuBLASLt: no runnable algorithm for the fused epilogue");
       return FH_ERR_UNSUPPORTED;
     }
+    p.algo = res[best].algo;
   }
-  p.algo = cand[(size_t)best];
   std::lock_guard<std::mutex> lock(g_tuned_mu);
-  g_tuned.emplace(key, p.algo);
+  g_tuned.emplace(key, best);
   return FH_OK;
 }
 
@@ -419,7 +310,7 @@ static fh_status run_gemm(fh_gemm* g, cudaStream_t s, void* ws, fh_dtype op, boo
       return FH_ERR_DEVICE;
     }
     p.algo = res[0].algo;
-    fh_status ts = pick_algo(g, key, p, res, found, A, B, C, ws, s, 2.0 * m * n * k, epi_fused(epi), op, cdtype);
+    fh_status ts = pick_algo(g, key, p, res, found, A, B, C, ws, s, 2.0 * m * n * k, epi_fused(epi));
     if (ts != FH_OK) {
       cublasLtMatmulDescDestroy(p.op);
       cublasLtMatrixLayoutDestroy(p.a);
