@@ -114,23 +114,26 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
 /* The training pass's head outputs as one persistent streaming kernel (bf16 in and out): C[k] (M, N[k]) =
  * A[:, k K : (k + 1) K] W[k]^T + bias[k] for every head k, W[k] (N[k], K) row-major. */
 #define FH_HEADS_OUT_MAX 8                /* heads */
+#define FH_HEADS_OUT_CONFIGS 4            /* tile rows x stages: 32 x 8 (the default), 32 x 12, 64 x 6, 64 x 8 */
 #define FH_HEADS_OUT_SMEM_MAX (227 * 1024) /* the most shared memory a block takes */
 struct fh_heads_out_args {
   const fh_bf16* A;                       /* (M, lda): head k's activations at columns k K; 16-byte aligned */
   int lda;
   const fh_bf16* W[FH_HEADS_OUT_MAX];     /* (N[k], K), 16-byte aligned */
   const fh_bf16* bias[FH_HEADS_OUT_MAX];  /* (N[k]) */
-  fh_bf16* C[FH_HEADS_OUT_MAX];           /* (M, ldc[k]) */
+  fh_bf16* C[FH_HEADS_OUT_MAX];           /* (M, ldc[k]), 16-byte aligned */
   int ldc[FH_HEADS_OUT_MAX];
   int N[FH_HEADS_OUT_MAX];
   int heads, K, M;
+  int config;                             /* 0 .. FH_HEADS_OUT_CONFIGS - 1 */
 };
-/* Whether the kernel runs these shapes (K a multiple of 32 up to 256, every N a multiple of 8, at most 8 heads, lda a
- * multiple of 8 >= heads K, the weights and two 32-row stages within FH_HEADS_OUT_SMEM_MAX and smem_optin). */
-bool fh_heads_out_supported(int heads, int K, const int* N, int lda, int smem_optin);
-/* The kernel's shared-memory attribute (once per process; call it outside any graph capture before the first launch). */
+/* Whether configuration `config` runs these shapes (K a multiple of 32 up to 256, every N a multiple of 8 up to
+ * 512, at most 8 heads, lda a multiple of 8 >= heads K, the widest head's block within FH_HEADS_OUT_SMEM_MAX and
+ * smem_optin). */
+bool fh_heads_out_supported(int config, int heads, int K, const int* N, int lda, int smem_optin);
+/* The kernels' shared-memory attribute (once per process; call it outside any graph capture before the first launch). */
 fh_status fh_heads_out_setup();
-/* blocks: the grid's most blocks (one an SM: the device's SM count). */
+/* blocks: the grid (one block an SM: the device's SM count), shared out over the heads; at least heads. */
 fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream_t s);
 
 /* ---- heads_loss.cu ---- */
