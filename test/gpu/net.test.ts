@@ -660,18 +660,22 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
 });
 
 describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_out.cu) against one GEMM per head', () => {
-  // With FH_HEADS_OUT=1 the training pass's head outputs (bf16 logits of online(s) and online(s')) come from one
-  // persistent kernel: every head's weights in shared memory, 32-row tiles of the activations streamed through two
-  // cp.async stages, mma.sync per warp over a run of one head's column tiles, the bias added and bf16 stored from the
-  // fragments. Against cuBLASLt's per-head GEMMs the logits differ only by the order of the fp32 sums (then the bf16
-  // rounding), so loss, priority signal and every parameter block's gradient agree closely. Batches with a partial
-  // 32-row tile (2B = 600, 126 and 34 rows) and head widths other than the reference's (24 / 56 / 72 and 56 / 112
-  // columns: other shares of the warps).
+  // With FH_HEADS_OUT=1..4 the training pass's head outputs (bf16 logits of online(s) and online(s')) come from one
+  // persistent kernel: one head a block with its weights in shared memory, row tiles of the activations streamed
+  // through a deep cp.async pipeline, mma.sync per warp over a run of the head's column tiles, the bias added into a
+  // shared staging tile written out by the block. Against cuBLASLt's per-head GEMMs the logits differ only by the
+  // order of the fp32 sums (then the bf16 rounding), so loss, priority signal and every parameter block's gradient
+  // agree closely. Batches with a partial tile (2B = 600, 126 and 34 rows) and head widths other than the
+  // reference's (24 / 56 / 72 and 56 / 112 columns: other shares of the warps); '1' runs 32-row tiles, '4' 64-row
+  // tiles (two row groups of warps).
   switchCases([
     ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
     ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
     ['atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
   ], { FH_HEADS_OUT: '1' }, { FH_HEADS_OUT: '0' }, SEED + 901, /heads streamed/, [2e-3, 1e-2, 1e-2]);
+  switchCases([
+    ['64-row tiles: atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+  ], { FH_HEADS_OUT: '4' }, { FH_HEADS_OUT: '0' }, SEED + 902, /heads streamed/, [2e-3, 1e-2, 1e-2]);
   // Inside the captured train step (graphs, prefetch, the replay chain): with lr 1e-12 (the weights stay) and
   // priority exponent 0 (both runs sample the same batches) an epoch's Q statistics, read from pass 0's logits, agree
   // with the per-head GEMMs' path; logits not written, or written to another pass's rows, would not.
