@@ -52,11 +52,11 @@ struct plan {
   int heads, K, lda, M;
 };
 
-/* The kernel's configurations (fh_heads_out_args.config): rows a tile and stages. */
+/* A configuration (fh_heads_out_args.config): rows a tile, stages, and the kernel instance for them. */
 struct shape {
   int rows, stages;
+  void (*kernel)(const plan);
 };
-constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {{32, 8}, {32, 12}, {64, 6}, {64, 8}};
 
 /* one head's shared memory: the activation stages, its weights, the staging tile and its biases */
 size_t head_smem(const shape& c, int K, int N) {
@@ -172,9 +172,11 @@ __global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p)
   fh_cp_wait<0>();
 }
 
-using kernel_fn = void (*)(const plan);
-constexpr kernel_fn kKernels[FH_HEADS_OUT_CONFIGS] = {fh_heads_out_kernel<32, 8>, fh_heads_out_kernel<32, 12>,
-                                                      fh_heads_out_kernel<64, 6>, fh_heads_out_kernel<64, 8>};
+template <int ROWS, int STAGES>
+constexpr shape config() {
+  return {ROWS, STAGES, fh_heads_out_kernel<ROWS, STAGES>};
+}
+constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<32, 8>(), config<32, 12>(), config<64, 6>(), config<64, 8>()};
 
 bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 
@@ -233,7 +235,7 @@ fh_status fh_heads_out_setup() {
   static cudaError_t attr = cudaSuccess;
   std::call_once(once, [] {
     for (int c = 0; c < FH_HEADS_OUT_CONFIGS && attr == cudaSuccess; ++c)
-      attr = cudaFuncSetAttribute(kKernels[c], cudaFuncAttributeMaxDynamicSharedMemorySize, FH_HEADS_OUT_SMEM_MAX);
+      attr = cudaFuncSetAttribute(kShapes[c].kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, FH_HEADS_OUT_SMEM_MAX);
     if (attr != cudaSuccess) (void)cudaGetLastError(); /* not left for an unrelated launch's check to find */
   });
   if (attr != cudaSuccess) {
@@ -272,7 +274,7 @@ fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream
     p.N[k] = a.N[k];
   }
   FH_TRY(fh_heads_out_setup());
-  kKernels[a.config]<<<p.first[a.heads], kThreads, smem, s>>>(p);
+  kShapes[a.config].kernel<<<p.first[a.heads], kThreads, smem, s>>>(p);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

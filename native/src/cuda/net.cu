@@ -222,16 +222,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     for (int k = 0; k < L.n_heads; ++k) net->out_all += L.out_pad[k];
     /* the training pass's head outputs as one streaming kernel (FH_HEADS_OUT=1 .. FH_HEADS_OUT_CONFIGS: its
      * configuration 0 ..; else the per-head GEMMs); heads_out keeps the configuration + 1 */
-    {
-      const char* ho = getenv("FH_HEADS_OUT");
-      const int cfg = ho && ho[0] >= '1' && ho[0] < '1' + FH_HEADS_OUT_CONFIGS && !ho[1] ? ho[0] - '1' : -1;
-      net->heads_out = cfg >= 0 && train_ldt == FH_BF16 && net->n_sm >= L.n_heads && !net->heads_loss &&
-                               !net->mma_heads &&
-                               fh_heads_out_supported(cfg, L.n_heads, L.hh, L.out_pad, L.n_heads * L.hh, smem_optin) &&
-                               fh_heads_out_setup() == FH_OK
-                           ? cfg + 1
-                           : 0;
-    }
+    const int ho = (int)fh_env_int("FH_HEADS_OUT", 1, FH_HEADS_OUT_CONFIGS, 0);
+    net->heads_out = ho > 0 && train_ldt == FH_BF16 && net->n_sm >= L.n_heads && !net->heads_loss && !net->mma_heads &&
+                             fh_heads_out_supported(ho - 1, L.n_heads, L.hh, L.out_pad, L.n_heads * L.hh, smem_optin) &&
+                             fh_heads_out_setup() == FH_OK
+                         ? ho
+                         : 0;
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
