@@ -5,23 +5,23 @@
  * 160): cuBLASLt runs each latency-bound at ~1.5 TB/s of their ~72 MB (bench/RESULTS.md, twenty-eighth session:
  * ~48 µs a step). Their FLOPs are ~4.9 G, a few µs of tensor-core time: the work is moving the activations in and
  * the logits out, so the kernel is built to keep many bytes in flight on every SM:
- *   - one block an SM, each block serving one head: the heads get blocks in proportion to their bytes a row
+ *   - PER_SM blocks an SM (1 or 2), each serving one head: the heads get blocks in proportion to their bytes a row
  *     (K + N[k]), so that they finish together; a block holds its head's weights (rows padded so that ldmatrix rows
  *     fall in distinct banks) and biases (fp32) in shared memory for the whole launch;
  *   - the block walks its head's row tiles (ROWS rows; tile b, b + blocks of the head, ...), the activations of
  *     STAGES - 1 tiles ahead in flight by cp.async (STAGES stages), so an SM keeps tens of KB of loads outstanding;
- *   - the 8 warps split the tile as (ROWS / 32) row groups of two m16 tiles x (8 / (ROWS / 32)) runs of the head's n8
- *     column tiles, mma.sync m16n8k16 (fp32 accumulators); the bias is added and the bf16 results go to a shared
+ *   - the WARPS warps split the tile as (ROWS / 32) row groups of two m16 tiles x (WARPS / (ROWS / 32)) runs of the
+ *     head's n8 column tiles (at most MAXT a warp), mma.sync m16n8k16 (fp32 accumulators); the bias is added and the bf16 results go to a shared
  *     staging tile, which the whole block then writes out as 16-byte row chunks (full sectors, where the per-lane
  *     fragment stores would write half ones).
  * Math: y = bf16(sum_k a_k w_k + b), the sum in fp32 in k order, as cuBLASLt's bias epilogue computes it up to the
  * order of the fp32 sums. Deterministic. Nothing synchronises the host; graph-capturable once fh_heads_out_setup
  * ran outside a capture.
  *
- * Limits (fh_heads_out_supported): K a multiple of 32 and at most 256; every N a multiple of 8 with at most 8 n8
- * tiles a warp; at most 8 heads and no more heads than blocks; lda >= heads * K and every ldc multiples of 8; every
- * head's weights, biases, staging tile and STAGES activation tiles within the device's shared memory (the reference
- * at the default 32 rows x 8 stages: 141 680 bytes for the widest head).
+ * Limits (fh_heads_out_supported): K a multiple of 32 and at most 256; every N a multiple of 8 with at most MAXT n8
+ * tiles a warp; at most 8 heads and no more heads than blocks; lda >= heads * K and every ldc multiples of 8; PER_SM
+ * blocks of the widest head's weights, biases, staging tile and STAGES activation tiles within an SM's shared memory
+ * (the reference's widest head, N 208: 64 rows x 6 stages 189 KB, 32 rows x 4 stages 2 x 106 KB).
  */
 #include "net_kernels.cuh"
 #include "mma.cuh"
@@ -32,9 +32,6 @@
 
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
-constexpr int kMaxTiles = 8; /* n8 column tiles a warp */
 
 /* a shared row's stride in bf16 for n values (n a multiple of 8): an odd multiple of 16 bytes modulo 128, so that
  * eight consecutive rows' 16-byte groups (ldmatrix) and 4-byte fragments (the staging tile) fall in distinct banks */
@@ -52,9 +49,10 @@ struct plan {
   int heads, K, lda, M;
 };
 
-/* A configuration (fh_heads_out_args.config): rows a tile, stages, and the kernel instance for them. */
+/* A configuration (fh_heads_out_args.config): rows a tile, stages, warps a block, the most n8 column tiles a warp
+ * holds, blocks an SM, and the kernel instance for them. */
 struct shape {
-  int rows, stages;
+  int rows, stages, warps, max_tiles, per_sm;
   void (*kernel)(const plan);
 };
 
@@ -65,10 +63,11 @@ size_t head_smem(const shape& c, int K, int N) {
          (size_t)N * sizeof(float);
 }
 
-template <int ROWS, int STAGES>
-__global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p) {
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
+__global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const plan p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int WM = ROWS / 32, WN = kWarps / WM; /* row groups x column runs */
+  constexpr int kThreads = WARPS * 32;
+  constexpr int WM = ROWS / 32, WN = WARPS / WM; /* row groups x column runs */
   int h = 0;
   while (h + 1 < p.heads && (int)blockIdx.x >= p.first[h + 1]) ++h;
   const int b = blockIdx.x - p.first[h], nb = p.first[h + 1] - p.first[h];
@@ -120,9 +119,9 @@ __global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p)
     if (i + STAGES - 1 < mine) load(i + STAGES - 1);
     fh_cp_commit();
     const fh_bf16* sa = st + (i % STAGES) * ROWS * ldk;
-    float acc[kMaxTiles][2][4];
+    float acc[MAXT][2][4];
 #pragma unroll
-    for (int j = 0; j < kMaxTiles; ++j)
+    for (int j = 0; j < MAXT; ++j)
 #pragma unroll
       for (int m = 0; m < 2; ++m) acc[j][m][0] = acc[j][m][1] = acc[j][m][2] = acc[j][m][3] = 0.0f;
     for (int kp = 0; kp < K / 32; ++kp) {
@@ -132,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p)
 #pragma unroll
         for (int s = 0; s < 2; ++s) fh_ldsm_x4(a[m][s], sa + a_off + m * 16 * ldk + kp * 32 + s * 16);
 #pragma unroll
-      for (int j = 0; j < kMaxTiles; ++j) {
+      for (int j = 0; j < MAXT; ++j) {
         if (j < nt) {
           uint32_t w[4];
           fh_ldsm_x4(w, wbase + j * 8 * ldk + kp * 32);
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p)
     }
     /* bias, bf16, into the staging tile */
 #pragma unroll
-    for (int j = 0; j < kMaxTiles; ++j) {
+    for (int j = 0; j < MAXT; ++j) {
       if (j < nt) {
         const int n = (t0 + j) * 8 + 2 * (lane & 3);
         const float b0 = bs[n], b1 = bs[n + 1];
@@ -172,11 +171,15 @@ __global__ void __launch_bounds__(kThreads, 1) fh_heads_out_kernel(const plan p)
   fh_cp_wait<0>();
 }
 
-template <int ROWS, int STAGES>
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
 constexpr shape config() {
-  return {ROWS, STAGES, fh_heads_out_kernel<ROWS, STAGES>};
+  return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM>};
 }
-constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<32, 8>(), config<32, 12>(), config<64, 6>(), config<64, 8>()};
+/* FH_HEADS_OUT=1 .. 4 (the thirtieth session's H100 probe: 32-row tiles 114 us, 64-row 65 us, the stage count no
+ * matter, so the tile's compute and copy-out, not the loads, set the pace; these add warps or a second block an SM
+ * to overlap them) */
+constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<64, 6, 8, 8, 1>(), config<64, 6, 16, 4, 1>(),
+                                                 config<32, 4, 8, 4, 2>(), config<128, 3, 16, 7, 1>()};
 
 bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 
@@ -186,10 +189,10 @@ size_t plan_smem(int config, int heads, int K, const int* N, int lda) {
       K % 32 || lda < heads * K || lda % 8)
     return 0;
   const shape& c = kShapes[config];
-  const int wn = kWarps / (c.rows / 32);
+  const int wn = c.warps / (c.rows / 32);
   size_t most = 0;
   for (int k = 0; k < heads; ++k) {
-    if (N[k] < 8 || N[k] % 8 || (N[k] / 8 + wn - 1) / wn > kMaxTiles) return 0;
+    if (N[k] < 8 || N[k] % 8 || (N[k] / 8 + wn - 1) / wn > c.max_tiles) return 0;
     const size_t s = head_smem(c, K, N[k]);
     if (s > most) most = s;
   }
@@ -227,7 +230,9 @@ bool share_blocks(int heads, int K, const int* N, int blocks, plan& p) {
 
 bool fh_heads_out_supported(int config, int heads, int K, const int* N, int lda, int smem_optin) {
   const size_t s = plan_smem(config, heads, K, N, lda);
-  return s > 0 && s <= FH_HEADS_OUT_SMEM_MAX && s <= (size_t)smem_optin;
+  /* per_sm blocks an SM, each with its 1 KB of reserved shared memory (the SM holds the opt-in maximum + 1 KB) */
+  const size_t per_sm = s > 0 ? (size_t)kShapes[config].per_sm : 1;
+  return s > 0 && s <= FH_HEADS_OUT_SMEM_MAX && per_sm * (s + 1024) <= (size_t)smem_optin + 1024;
 }
 
 fh_status fh_heads_out_setup() {
@@ -249,7 +254,8 @@ fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream
   if (a.M <= 0) return FH_OK;
   plan p{};
   const size_t smem = plan_smem(a.config, a.heads, a.K, a.N, a.lda);
-  if (!smem || smem > FH_HEADS_OUT_SMEM_MAX || !a.A || !aligned16(a.A) || !share_blocks(a.heads, a.K, a.N, blocks, p)) {
+  if (!smem || smem > FH_HEADS_OUT_SMEM_MAX || !a.A || !aligned16(a.A) ||
+      !share_blocks(a.heads, a.K, a.N, blocks * kShapes[a.config].per_sm, p)) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_heads_out", "shapes outside the streaming head-output kernel");
     return FH_ERR_INVALID_ARGUMENT;
   }
@@ -274,7 +280,8 @@ fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream
     p.N[k] = a.N[k];
   }
   FH_TRY(fh_heads_out_setup());
-  kShapes[a.config].kernel<<<p.first[a.heads], kThreads, smem, s>>>(p);
+  const shape& c = kShapes[a.config];
+  c.kernel<<<p.first[a.heads], c.warps * 32, smem, s>>>(p);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }
