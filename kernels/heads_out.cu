@@ -52,58 +52,18 @@ struct plan {
 /* A configuration (fh_heads_out_args.config): rows a tile, stages, warps a block, the most n8 column tiles a warp
  * holds, blocks an SM, and the kernel instance for them. */
 struct shape {
-  int rows, stages, warps, max_tiles, per_sm, outb;
+  int rows, stages, warps, max_tiles, per_sm;
   void (*kernel)(const plan);
 };
 
 /* one head's shared memory: the activation stages, its weights, the staging tile and its biases */
 size_t head_smem(const shape& c, int K, int N) {
-  return ((size_t)c.stages * c.rows * padded(K) + (size_t)N * padded(K) + (size_t)c.outb * c.rows * padded(N)) *
+  return ((size_t)c.stages * c.rows * padded(K) + (size_t)N * padded(K) + (size_t)c.rows * padded(N)) *
              sizeof(fh_bf16) +
          (size_t)N * sizeof(float);
 }
 
-/* The bulk copy engine's stores (sm_90): shared -> global, `bytes` a multiple of 16, both ends 16-byte aligned. */
-__device__ __forceinline__ void bulk_store(void* dst, const void* src, int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned s = (unsigned)__cvta_generic_to_shared(src);
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(s), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void bulk_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-#endif
-}
-/* until at most N of this thread's bulk groups still read their shared memory */
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-#endif
-}
-/* until this thread's bulk groups are complete (their writes done) */
-__device__ __forceinline__ void bulk_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-#endif
-}
-/* this thread's shared-memory writes made visible to the async proxy (the bulk copies) */
-__device__ __forceinline__ void fence_async_shared() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool kHasBulk = true;
-#else
-constexpr bool kHasBulk = false;
-#endif
-
-/* OUTB staging tiles: 1, the block copies the tile out between two barriers; 2 (sm_90), the bulk copy engine stores
- * tile i's rows (one bulk copy a row, issued by warp 0's lanes) from buffer i % 2 while the block computes tile i + 1,
- * so one barrier a tile */
-template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM, int OUTB>
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
 __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const plan p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kThreads = WARPS * 32;
@@ -116,9 +76,8 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
   const int mine = b < tiles ? (tiles - b + nb - 1) / nb : 0; /* tiles b, b + nb, ... */
   fh_bf16* st = reinterpret_cast<fh_bf16*>(smem);
   fh_bf16* ws = st + STAGES * ROWS * ldk;
-  fh_bf16* const os0 = ws + N * ldk;
-  float* bs = reinterpret_cast<float*>(os0 + OUTB * ROWS * ldo);
-  constexpr bool bulk = OUTB == 2 && kHasBulk;
+  fh_bf16* os = ws + N * ldk;
+  float* bs = reinterpret_cast<float*>(os + ROWS * ldo);
   const fh_bf16* A = p.A + h * K;
   const int kc = K / 8; /* 16-byte chunks a row of activations or weights */
 
@@ -156,8 +115,7 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
 
   for (int i = 0; i < mine; ++i) {
     fh_cp_wait<STAGES - 2>();
-    if (bulk && threadIdx.x < 32) bulk_wait_read<1>(); /* tile i - 2's bulk stores are done with buffer i % 2 */
-    __syncthreads(); /* tile i landed; every warp is done with tile i - 1's stage (and the staging tile's copy-out) */
+    __syncthreads(); /* tile i landed; every warp is done with tile i - 1's stage and the staging tile's copy-out */
     if (i + STAGES - 1 < mine) load(i + STAGES - 1);
     fh_cp_commit();
     const fh_bf16* sa = st + (i % STAGES) * ROWS * ldk;
@@ -186,7 +144,6 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
       }
     }
     /* bias, bf16, into the staging tile */
-    fh_bf16* const os = os0 + (OUTB == 2 ? i & 1 : 0) * ROWS * ldo;
 #pragma unroll
     for (int j = 0; j < MAXT; ++j) {
       if (j < nt) {
@@ -200,20 +157,10 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
         }
       }
     }
+    __syncthreads(); /* the staging tile is complete */
     const int row0 = (b + i * nb) * ROWS, nc = N / 8;
     fh_bf16* C = p.C[h];
     const int ldc = p.ldc[h];
-    if (bulk) {
-      fence_async_shared();
-      __syncthreads(); /* the staging tile is complete and visible to the bulk copies */
-      if (threadIdx.x < 32) {
-        for (int r = threadIdx.x; r < ROWS && row0 + r < M; r += 32)
-          bulk_store(C + (int64_t)(row0 + r) * ldc, os + r * ldo, N * (int)sizeof(fh_bf16));
-        bulk_commit();
-      }
-      continue;
-    }
-    __syncthreads(); /* the staging tile is complete */
     for (int j = threadIdx.x; j < ROWS * nc; j += kThreads) {
       const int r = j / nc, c = j - r * nc;
       if (row0 + r < M)
@@ -222,19 +169,17 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
     }
   }
   fh_cp_wait<0>();
-  if (bulk && threadIdx.x < 32) bulk_wait_all(); /* the staging tiles stay until the stores have read them */
 }
 
-template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM, int OUTB = 1>
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
 constexpr shape config() {
-  return {ROWS, STAGES, WARPS, MAXT, PER_SM, OUTB, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM, OUTB>};
+  return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM>};
 }
 /* FH_HEADS_OUT=1 .. 4 (the thirtieth session's H100 probe: 32-row tiles 114 us, 64-row 65 us, the stage count no
  * matter, so the tile's compute and copy-out, not the loads, set the pace; these add warps or a second block an SM
  * to overlap them) */
-constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {
-    config<64, 6, 8, 8, 1>(),        config<64, 6, 16, 4, 1>(),       config<32, 4, 8, 4, 2>(),
-    config<128, 3, 16, 7, 1>(),      config<64, 5, 16, 4, 1, 2>(),    config<32, 3, 8, 4, 2, 2>()};
+constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<64, 6, 8, 8, 1>(), config<64, 6, 16, 4, 1>(),
+                                                 config<32, 4, 8, 4, 2>(), config<128, 3, 16, 7, 1>()};
 
 bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 
