@@ -63,6 +63,24 @@ size_t head_smem(const shape& c, int K, int N) {
          (size_t)N * sizeof(float);
 }
 
+/* A thread's walk over a grid of 16-byte chunks (rows x `chunks`), `threads` chunks apart in row-major order: the
+ * divisions once a launch instead of once a chunk (the thirty-first session's profile: the per-chunk divisions
+ * were ~13 % of the stall samples) */
+struct walk {
+  int r, c, dr, dc;
+};
+__device__ __forceinline__ walk walk_start(int chunks, int threads) {
+  return {(int)threadIdx.x / chunks, (int)threadIdx.x % chunks, threads / chunks, threads % chunks};
+}
+__device__ __forceinline__ void walk_step(walk& w, int chunks) {
+  w.r += w.dr;
+  w.c += w.dc;
+  if (w.c >= chunks) {
+    w.c -= chunks;
+    ++w.r;
+  }
+}
+
 template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
 __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const plan p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -79,23 +97,22 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
   fh_bf16* os = ws + N * ldk;
   float* bs = reinterpret_cast<float*>(os + ROWS * ldo);
   const fh_bf16* A = p.A + h * K;
-  const int kc = K / 8; /* 16-byte chunks a row of activations or weights */
+  const int kc = K / 8, nc = N / 8; /* 16-byte chunks a row of activations or weights, of results */
+  const walk wo = walk_start(nc, kThreads);
 
   /* the weights (cp.async, with the first tile: group 0) and the biases (plain loads, visible after the first
    * barrier) */
-  for (int i = threadIdx.x; i < N * kc; i += kThreads) {
-    const int n = i / kc, c = i - n * kc;
-    fh_cp16(ws + n * ldk + c * 8, p.W[h] + (int64_t)n * K + c * 8, true);
-  }
+  const walk w0 = walk_start(kc, kThreads);
+  for (walk w = w0; w.r < N; walk_step(w, kc))
+    fh_cp16(ws + w.r * ldk + w.c * 8, p.W[h] + (int64_t)w.r * K + w.c * 8, true);
   for (int n = threadIdx.x; n < N; n += kThreads) bs[n] = __bfloat162float(p.bias[h][n]);
   /* my i-th tile's rows into stage i % STAGES; rows past M zero-filled (their results are not stored) */
   auto load = [&](int i) {
     const int row0 = (b + i * nb) * ROWS;
     fh_bf16* dst = st + (i % STAGES) * ROWS * ldk;
-    for (int j = threadIdx.x; j < ROWS * kc; j += kThreads) {
-      const int r = j / kc, c = j - r * kc;
-      const bool valid = row0 + r < M;
-      fh_cp16(dst + r * ldk + c * 8, valid ? A + (int64_t)(row0 + r) * p.lda + c * 8 : A, valid);
+    for (walk w = w0; w.r < ROWS; walk_step(w, kc)) {
+      const bool valid = row0 + w.r < M;
+      fh_cp16(dst + w.r * ldk + w.c * 8, valid ? A + (int64_t)(row0 + w.r) * p.lda + w.c * 8 : A, valid);
     }
   };
 #pragma unroll
@@ -158,15 +175,12 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
       }
     }
     __syncthreads(); /* the staging tile is complete */
-    const int row0 = (b + i * nb) * ROWS, nc = N / 8;
+    const int row0 = (b + i * nb) * ROWS;
     fh_bf16* C = p.C[h];
     const int ldc = p.ldc[h];
-    for (int j = threadIdx.x; j < ROWS * nc; j += kThreads) {
-      const int r = j / nc, c = j - r * nc;
-      if (row0 + r < M)
-        *reinterpret_cast<uint4*>(C + (int64_t)(row0 + r) * ldc + c * 8) =
-            *reinterpret_cast<const uint4*>(os + r * ldo + c * 8);
-    }
+    for (walk w = wo; w.r < ROWS && row0 + w.r < M; walk_step(w, nc))
+      *reinterpret_cast<uint4*>(C + (int64_t)(row0 + w.r) * ldc + w.c * 8) =
+          *reinterpret_cast<const uint4*>(os + w.r * ldo + w.c * 8);
   }
   fh_cp_wait<0>();
 }
@@ -175,11 +189,11 @@ template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
 constexpr shape config() {
   return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM>};
 }
-/* FH_HEADS_OUT=1 .. 4 (the thirtieth session's H100 probe: 32-row tiles 114 us, 64-row 65 us, the stage count no
- * matter, so the tile's compute and copy-out, not the loads, set the pace; these add warps or a second block an SM
- * to overlap them) */
-constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<64, 6, 8, 8, 1>(), config<64, 6, 16, 4, 1>(),
-                                                 config<32, 4, 8, 4, 2>(), config<128, 3, 16, 7, 1>()};
+/* FH_HEADS_OUT=1 .. 4. The H100's probe (bench/RESULTS.md, thirty-first session; the four per-head GEMMs back to back:
+ * 51.2 us): 8 warps and 32- or 64-row tiles 114 / 66 us, the stage count no matter; 16 warps 57 us at 64 rows and
+ * 48 us at 128; 32-row tiles at two blocks an SM 51 us; the staging tiles stored by the bulk copy engine slower */
+constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<128, 3, 16, 7, 1>(), config<64, 6, 16, 4, 1>(),
+                                                 config<32, 4, 8, 4, 2>(), config<128, 2, 16, 7, 1>()};
 
 bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 
