@@ -63,14 +63,14 @@ size_t head_smem(const shape& c, int K, int N) {
          (size_t)N * sizeof(float);
 }
 
-/* A thread's walk over a grid of 16-byte chunks (rows x `chunks`), `threads` chunks apart in row-major order: the
+/* Thread `at`'s walk over a grid of 16-byte chunks (rows x `chunks`), `threads` chunks apart in row-major order: the
  * divisions once a launch instead of once a chunk (the thirty-first session's profile: the per-chunk divisions
  * were ~13 % of the stall samples) */
 struct walk {
   int r, c, dr, dc;
 };
-__device__ __forceinline__ walk walk_start(int chunks, int threads) {
-  return {(int)threadIdx.x / chunks, (int)threadIdx.x % chunks, threads / chunks, threads % chunks};
+__device__ __forceinline__ walk walk_start(int at, int chunks, int threads) {
+  return {at / chunks, at % chunks, threads / chunks, threads % chunks};
 }
 __device__ __forceinline__ void walk_step(walk& w, int chunks) {
   w.r += w.dr;
@@ -81,7 +81,10 @@ __device__ __forceinline__ void walk_step(walk& w, int chunks) {
   }
 }
 
-template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
+/* WOUT: each warp writes out its own part of the staging tile (its 32 rows x its run of column tiles) right after
+ * its compute, behind a warp barrier only, so that the warps' copy-outs overlap the others' compute; else the block
+ * writes the whole staging tile out between two block barriers */
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM, bool WOUT>
 __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const plan p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int kThreads = WARPS * 32;
@@ -98,11 +101,11 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
   float* bs = reinterpret_cast<float*>(os + ROWS * ldo);
   const fh_bf16* A = p.A + h * K;
   const int kc = K / 8, nc = N / 8; /* 16-byte chunks a row of activations or weights, of results */
-  const walk wo = walk_start(nc, kThreads);
+  const walk wo = walk_start(threadIdx.x, nc, kThreads);
 
   /* the weights (cp.async, with the first tile: group 0) and the biases (plain loads, visible after the first
    * barrier) */
-  const walk w0 = walk_start(kc, kThreads);
+  const walk w0 = walk_start(threadIdx.x, kc, kThreads);
   for (walk w = w0; w.r < N; walk_step(w, kc))
     fh_cp16(ws + w.r * ldk + w.c * 8, p.W[h] + (int64_t)w.r * K + w.c * 8, true);
   for (int n = threadIdx.x; n < N; n += kThreads) bs[n] = __bfloat162float(p.bias[h][n]);
@@ -129,6 +132,7 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
    * (n8 x k32 as 4 matrices: k 0-7, 8-15, 16-23, 24-31) */
   const int a_off = (wm * 32 + (lane & 15)) * ldk + (lane >> 4) * 8;
   const fh_bf16* wbase = ws + (t0 * 8 + (lane & 7)) * ldk + (lane >> 3) * 8;
+  const walk wv = walk_start(lane, nt > 0 ? nt : 1, 32); /* WOUT: the warp's copy-out (32 rows x nt chunks) */
 
   for (int i = 0; i < mine; ++i) {
     fh_cp_wait<STAGES - 2>();
@@ -174,10 +178,18 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
         }
       }
     }
-    __syncthreads(); /* the staging tile is complete */
     const int row0 = (b + i * nb) * ROWS;
     fh_bf16* C = p.C[h];
     const int ldc = p.ldc[h];
+    if (WOUT) {
+      __syncwarp(); /* this warp's part of the staging tile is complete (the next tile's barrier orders its reuse) */
+      if (nt > 0)
+        for (walk w = wv; w.r < 32 && row0 + wm * 32 + w.r < M; walk_step(w, nt))
+          *reinterpret_cast<uint4*>(C + (int64_t)(row0 + wm * 32 + w.r) * ldc + (t0 + w.c) * 8) =
+              *reinterpret_cast<const uint4*>(os + (wm * 32 + w.r) * ldo + (t0 + w.c) * 8);
+      continue;
+    }
+    __syncthreads(); /* the staging tile is complete */
     for (walk w = wo; w.r < ROWS && row0 + w.r < M; walk_step(w, nc))
       *reinterpret_cast<uint4*>(C + (int64_t)(row0 + w.r) * ldc + w.c * 8) =
           *reinterpret_cast<const uint4*>(os + w.r * ldo + w.c * 8);
@@ -185,15 +197,16 @@ __global__ void __launch_bounds__(WARPS * 32, PER_SM) fh_heads_out_kernel(const 
   fh_cp_wait<0>();
 }
 
-template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM>
+template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM, bool WOUT = false>
 constexpr shape config() {
-  return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM>};
+  return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM, WOUT>};
 }
-/* FH_HEADS_OUT=1 .. 4. The H100's probe (bench/RESULTS.md, thirty-first session; the four per-head GEMMs back to back:
+/* FH_HEADS_OUT=1 .. 6 (5 and 6: the warps' own copy-outs, not yet run on a GPU). The H100's probe (bench/RESULTS.md, thirty-first session; the four per-head GEMMs back to back:
  * 51.2 us): 8 warps and 32- or 64-row tiles 114 / 66 us, the stage count no matter; 16 warps 57 us at 64 rows and
  * 48 us at 128; 32-row tiles at two blocks an SM 51 us; the staging tiles stored by the bulk copy engine slower */
-constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {config<128, 3, 16, 7, 1>(), config<64, 6, 16, 4, 1>(),
-                                                 config<32, 4, 8, 4, 2>(), config<128, 2, 16, 7, 1>()};
+constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {
+    config<128, 3, 16, 7, 1>(), config<64, 6, 16, 4, 1>(),       config<32, 4, 8, 4, 2>(),
+    config<128, 2, 16, 7, 1>(), config<128, 3, 16, 7, 1, true>(), config<64, 6, 16, 4, 1, true>()};
 
 bool aligned16(const void* q) { return ((uintptr_t)q & 15u) == 0; }
 

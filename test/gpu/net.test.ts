@@ -660,21 +660,23 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
 });
 
 describe('the head outputs by the streaming kernel (FH_HEADS_OUT, kernels/heads_out.cu) against one GEMM per head', () => {
-  // With FH_HEADS_OUT=1..4 the training pass's head outputs (bf16 logits of online(s) and online(s')) come from one
+  // With FH_HEADS_OUT=1..6 the training pass's head outputs (bf16 logits of online(s) and online(s')) come from one
   // persistent kernel: one head a block with its weights in shared memory, row tiles of the activations streamed
   // through a deep cp.async pipeline, mma.sync per warp over a run of the head's column tiles, the bias added into a
   // shared staging tile written out by the block. Against cuBLASLt's per-head GEMMs the logits differ only by the
   // order of the fp32 sums (then the bf16 rounding), so loss, priority signal and every parameter block's gradient
   // agree closely. Batches with a partial tile (2B = 600, 126 and 34 rows) and head widths other than the
   // reference's (24 / 56 / 72 and 56 / 112 columns: other shares of the warps). '1' runs 128-row tiles with 16 warps
-  // (four row groups), '2' 64-row tiles with 16, '3' 32-row tiles at two blocks an SM, '4' 128-row tiles, 2 stages.
+  // (four row groups), '2' 64-row tiles with 16, '3' 32-row tiles at two blocks an SM, '4' 128-row tiles, 2 stages;
+  // '5' and '6' are '1' and '2' with each warp writing out its own results (no block barrier before the copy-out).
   switchCases([
     ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
     ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
     ['atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
   ], { FH_HEADS_OUT: '1' }, { FH_HEADS_OUT: '0' }, SEED + 901, /heads streamed/, [2e-3, 1e-2, 1e-2]);
   for (const [config, what] of [['2', '64-row tiles, 16 warps'], ['3', '32-row tiles, 2 blocks an SM'],
-    ['4', '128-row tiles, 2 stages']] as const) {
+    ['4', '128-row tiles, 2 stages'], ['5', '128-row tiles, warps\' own copy-outs'],
+    ['6', '64-row tiles, warps\' own copy-outs']] as const) {
     switchCases([
       [`${what}: atoms 51, branches 3,4,3, B 300`, ['agent.atoms=51'], [3, 4, 3], 300],
     ], { FH_HEADS_OUT: config }, { FH_HEADS_OUT: '0' }, SEED + 900 + Number(config), /heads streamed/,
