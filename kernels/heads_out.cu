@@ -11,9 +11,9 @@
  *   - the block walks its head's row tiles (ROWS rows; tile b, b + blocks of the head, ...), the activations of
  *     STAGES - 1 tiles ahead in flight by cp.async (STAGES stages), so an SM keeps tens of KB of loads outstanding;
  *   - the WARPS warps split the tile as (ROWS / 32) row groups of two m16 tiles x (WARPS / (ROWS / 32)) runs of the
- *     head's n8 column tiles (at most MAXT a warp), mma.sync m16n8k16 (fp32 accumulators); the bias is added and the bf16 results go to a shared
- *     staging tile, which the whole block then writes out as 16-byte row chunks (full sectors, where the per-lane
- *     fragment stores would write half ones).
+ *     head's n8 column tiles (at most MAXT a warp), mma.sync m16n8k16 (fp32 accumulators); the bias is added and the
+ *     bf16 results go to a shared staging tile, which the whole block (or, with WOUT, each warp its own part) then
+ *     writes out as 16-byte row chunks (full sectors, where the per-lane fragment stores would write half ones).
  * Math: y = bf16(sum_k a_k w_k + b), the sum in fp32 in k order, as cuBLASLt's bias epilogue computes it up to the
  * order of the fp32 sums. Deterministic. Nothing synchronises the host; graph-capturable once fh_heads_out_setup
  * ran outside a capture.
@@ -21,7 +21,8 @@
  * Limits (fh_heads_out_supported): K a multiple of 32 and at most 256; every N a multiple of 8 with at most MAXT n8
  * tiles a warp; at most 8 heads and no more heads than blocks; lda >= heads * K and every ldc multiples of 8; PER_SM
  * blocks of the widest head's weights, biases, staging tile and STAGES activation tiles within an SM's shared memory
- * (the reference's widest head, N 208: 64 rows x 6 stages 189 KB, 32 rows x 4 stages 2 x 106 KB).
+ * (the reference's widest head, N 208: 128 rows x 3 stages 217 KB, 64 rows x 6 stages 189 KB, 32 rows x 4 stages
+ * 2 x 106 KB).
  */
 #include "net_kernels.cuh"
 #include "mma.cuh"
@@ -31,7 +32,6 @@
 #include <mutex>
 
 namespace {
-
 
 /* a shared row's stride in bf16 for n values (n a multiple of 8): an odd multiple of 16 bytes modulo 128, so that
  * eight consecutive rows' 16-byte groups (ldmatrix) and 4-byte fragments (the staging tile) fall in distinct banks */
