@@ -258,9 +258,9 @@ bool share_blocks(int heads, int K, const int* N, int blocks, plan& p) {
 
 bool fh_heads_out_supported(int config, int heads, int K, const int* N, int lda, int smem_optin) {
   const size_t s = plan_smem(config, heads, K, N, lda);
+  if (!s) return false;
   /* per_sm blocks an SM, each with its 1 KB of reserved shared memory (the SM holds the opt-in maximum + 1 KB) */
-  const size_t per_sm = s > 0 ? (size_t)kShapes[config].per_sm : 1;
-  return s > 0 && s <= FH_HEADS_OUT_SMEM_MAX && per_sm * (s + 1024) <= (size_t)smem_optin + 1024;
+  return s <= FH_HEADS_OUT_SMEM_MAX && kShapes[config].per_sm * (s + 1024) <= (size_t)smem_optin + 1024;
 }
 
 fh_status fh_heads_out_setup() {

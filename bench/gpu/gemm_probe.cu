@@ -207,7 +207,8 @@ int main(int argc, char** argv) {
              c + 1);
     fh_heads_out_args hc = ho;
     hc.config = c;
-    rows.push_back({hon[c], 2.0 * B2 * HD * OUT_ALL, [=]() { return fh_launch_heads_out(hc, prop.multiProcessorCount, s); }});
+    rows.push_back(
+        {hon[c], 2.0 * B2 * HD * OUT_ALL, [=]() { return fh_launch_heads_out(hc, prop.multiProcessorCount, s); }});
   }
   for (int k = 0; k < 4; ++k) {
     static char dxn[4][64], dwn[4][64];

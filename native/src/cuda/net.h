@@ -94,9 +94,10 @@ struct fh_net {
                                    slower than cuBLASLt + elementwise kernels on the H200) */
   int mma_heads;                /* mma: the head outputs too (FH_MMA_HEADS=0 keeps them on cuBLASLt) */
   int32_t out_all;              /* sum of out_pad[k]: the whole of the heads' SM shares */
-  int heads_out;                /* opt-in (FH_HEADS_OUT=1..4: configuration + 1; 0 off), bf16 mode with bf16 train logits, shapes that
-                                   fh_heads_out_supported takes: the training pass's head outputs as one persistent
-                                   streaming kernel (kernels/heads_out.cu) instead of one cuBLASLt GEMM per head */
+  int heads_out;                /* opt-in (FH_HEADS_OUT=1..FH_HEADS_OUT_CONFIGS: the configuration + 1; 0 off), bf16
+                                   mode with bf16 train logits, shapes that fh_heads_out_supported takes: the training
+                                   pass's head outputs as one persistent streaming kernel (kernels/heads_out.cu)
+                                   instead of one cuBLASLt GEMM per head */
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
                                    fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
