@@ -201,10 +201,11 @@ template <int ROWS, int STAGES, int WARPS, int MAXT, int PER_SM, bool WOUT = fal
 constexpr shape config() {
   return {ROWS, STAGES, WARPS, MAXT, PER_SM, fh_heads_out_kernel<ROWS, STAGES, WARPS, MAXT, PER_SM, WOUT>};
 }
-/* FH_HEADS_OUT=1 .. 6 (5 and 6: the warps' own copy-outs, not yet run on a GPU). The H100's probe (bench/RESULTS.md,
- * thirty-first session; the four per-head GEMMs back to back: 51.2 us): 8 warps and 32- or 64-row tiles 114 / 66 us,
- * the stage count no matter; 16 warps 57 us at 64 rows and 48 us at 128; 32-row tiles at two blocks an SM 51 us; the
- * staging tiles stored by the bulk copy engine slower */
+/* FH_HEADS_OUT=1 .. 6 (5 and 6: the warps' own copy-outs). The H100's probe (bench/RESULTS.md): in the thirty-first
+ * session (the four per-head GEMMs back to back 51.2 us) 8 warps and 32- or 64-row tiles 114 / 66 us, the stage count
+ * no matter, 16 warps 57 us at 64 rows and 48 us at 128, the staging tiles stored by the bulk copy engine slower; in
+ * the thirty-second, with the division-free walks (the GEMMs 58.7 us on that machine), 1..6: 47.6, 53.3, 45.7, 46.6,
+ * 46.9, 53.8 us. In the step none beats the per-head GEMMs on their SM shares, so the kernel is opt-in */
 constexpr shape kShapes[FH_HEADS_OUT_CONFIGS] = {
     config<128, 3, 16, 7, 1>(), config<64, 6, 16, 4, 1>(),       config<32, 4, 8, 4, 2>(),
     config<128, 2, 16, 7, 1>(), config<128, 3, 16, 7, 1, true>(), config<64, 6, 16, 4, 1, true>()};
