@@ -114,8 +114,7 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
 /* The training pass's head outputs as one persistent streaming kernel (bf16 in and out): C[k] (M, N[k]) =
  * A[:, k K : (k + 1) K] W[k]^T + bias[k] for every head k, W[k] (N[k], K) row-major. */
 #define FH_HEADS_OUT_MAX 8                /* heads */
-#define FH_HEADS_OUT_CONFIGS 6 /* rows x stages x warps x blocks an SM: 128x3x16x1, 64x6x16x1, 32x4x8x2, 128x2x16x1;
-                                 * each warp writing out its own results: 128x3x16x1, 64x6x16x1 */
+#define FH_HEADS_OUT_CONFIGS 6            /* configurations: kShapes in heads_out.cu */
 #define FH_HEADS_OUT_SMEM_MAX (227 * 1024) /* the most shared memory a block takes */
 struct fh_heads_out_args {
   const fh_bf16* A;                       /* (M, lda): head k's activations at columns k K; 16-byte aligned */

@@ -1,32 +1,31 @@
 #!/usr/bin/env bash
 # bench/gpu/picks.sh [N] — on a GPU host (after `source .gpuhost/boot.sh`, the library built): N (default 12) bench
-# processes of the reference (`npm run bench -- --config reference --backend cuda --epochs 5 --warmup 2`), each with
-# FH_GEMM_TUNE_LOG=1, so that the autotuner's picks (native/src/cuda/gemm_cublaslt.cpp, pick_algo: timed once a
-# process) can be set beside the process's epoch. Prints one line a process: its epoch and train ms and its pick for
-# every shape whose pick is not the same in all N processes (`shape=#index`), then, for each such shape and pick,
-# the median epoch of the processes that made it. A pick that comes only with slow epochs is the one to look at
-# (bench/RESULTS.md, thirty-second session). Extra env for the bench: PICKS_ENV. Logs under $OUT/picks.
+# processes of the reference (rounds.sh's ab_rounds, one variant: FH_GEMM_TUNE_LOG=1 and PICKS_ENV), so that the
+# autotuner's picks (native/src/cuda/gemm_cublaslt.cpp, pick_algo: timed once a process) can be set beside the
+# process's epoch. Prints one line a process: its epoch and train ms and its pick for every shape whose pick is not
+# the same in all N processes (`shape=#index`), then, for each such shape and pick, the median epoch of the processes
+# that made it. A pick that comes only with slow epochs is the one to look at (bench/RESULTS.md, thirty-second
+# session). Logs under $OUT/picks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; P=$OUT/picks; mkdir -p $P
+source bench/gpu/rounds.sh
 n=${1:-12}
-for i in $(seq 1 "$n"); do
-  env ${PICKS_ENV:-} FH_GEMM_TUNE_LOG=1 timeout 60 npm run -s bench -- --config reference --backend cuda --epochs 5 \
-    --warmup 2 >$P/bench-$i.txt 2>$P/tune-$i.err
-  echo "bench $i rc $?" >&2
-done
+ab_env=("FH_GEMM_TUNE_LOG=1 ${PICKS_ENV:-}")
+ab_label=("picks")
+ab_rounds $P "$n" "epoch train" >&2
 python3 - "$P" "$n" <<'EOF'
-import re, statistics, sys
+import os, re, statistics, sys
 d, n = sys.argv[1], int(sys.argv[2])
 runs = []
 for i in range(1, n + 1):
-    ms = {}
-    for line in open(f'{d}/bench-{i}.txt', errors='replace'):
+    if not os.path.exists(f'{d}/ab-0-{i}.txt'):  # ab_rounds leaves out the rounds after a hung one
+        continue
+    ms, picks, seen = {}, {}, {}
+    for line in open(f'{d}/ab-0-{i}.txt', errors='replace'):
         m = re.match(r'^(epoch|train) ms +([0-9.]+)', line)
         if m:
             ms[m.group(1)] = float(m.group(2))
-    picks, seen = {}, {}
-    for line in open(f'{d}/tune-{i}.err', errors='replace'):
         m = re.match(r'gemm tune (.*?): \d+ candidates.*best #(\d+)', line)
         if m:
             # a shape tuned more than once a process (two GEMMs of one key, e.g. two heads of one width) is numbered

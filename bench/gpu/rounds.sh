@@ -1,4 +1,4 @@
-# bench/gpu/rounds.sh — sourced by final.sh, evalc.sh, evalab.sh and evalsrc.sh: interleaved A/B rounds of the reference bench,
+# bench/gpu/rounds.sh — sourced by final.sh, evalc.sh, evalab.sh, evalsrc.sh and picks.sh: interleaved A/B rounds of the reference bench,
 # and the builds they compare.
 # ab_build DEST LOG LABEL: builds the native libraries (log in LOG) and copies them into DEST, a folder FOXHUNT_NATIVE_DIR
 # can name as a variant; exits on a failed build.
