@@ -105,6 +105,46 @@ static constexpr int kMaxCandidates = 16;
 static std::mutex g_tuned_mu;
 static std::map<PlanKey, int> g_tuned;  /* shape -> index into the heuristic's list */
 
+/* One tuning candidate's configuration (FH_GEMM_TUNE_LOG=2): the algorithm id, tile, split-K count and reduction
+ * scheme, stages and CTA swizzle as cuBLASLt reports them (-1 where it does not), the heuristic's waves estimate, and
+ * the candidate's timed µs (-1: it did not run). Diagnostics, so that a pick can be read as a kernel, not an index. */
+static void log_candidate(const PlanKey& key, int i, const cublasLtMatmulHeuristicResult_t& r, float us) {
+  auto cfg = [&](cublasLtMatmulAlgoConfigAttributes_t a) {
+    uint32_t v = 0;
+    size_t written = 0;
+    return cublasLtMatmulAlgoConfigGetAttribute(&r.algo, a, &v, sizeof v, &written) == CUBLAS_STATUS_SUCCESS
+               ? (long)v
+               : -1L;
+  };
+  fprintf(stderr,
+          "gemm cand m=%d n=%d k=%d #%d: algo %ld tile %ld splitk %ld reduction %ld stages %ld swizzle %ld waves %.2f, "
+          "%.2f us\n",
+          std::get<3>(key), std::get<4>(key), std::get<5>(key), i, cfg(CUBLASLT_ALGO_CONFIG_ID),
+          cfg(CUBLASLT_ALGO_CONFIG_TILE_ID), cfg(CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+          cfg(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), cfg(CUBLASLT_ALGO_CONFIG_STAGES_ID),
+          cfg(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING), (double)r.wavesCount, (double)us);
+}
+
+/* FH_GEMM_PICK="m,n,k=index[;m,n,k=index...]" (A/B measurement): every shape with those m, n, k takes the heuristic's
+ * candidate of that index instead of the tuner's pick (an index past the candidates found is not applied, and the
+ * tune log says so). Returns the index, or -1 where the variable names no such shape or any entry does not parse. */
+static int forced_pick(const PlanKey& key) {
+  const char* e = getenv("FH_GEMM_PICK");
+  if (!e) return -1;
+  int hit = -1;  /* the whole variable parses or none of it applies */
+  for (const char* q = e; *q;) {
+    int m = 0, n = 0, k = 0, idx = -1, used = 0;
+    if (sscanf(q, " %d , %d , %d = %d%n", &m, &n, &k, &idx, &used) != 4) {
+      fprintf(stderr, "FH_GEMM_PICK: \"%s\" is not m,n,k=index[;...]: not applied\n", q);
+      return -1;
+    }
+    if (m == std::get<3>(key) && n == std::get<4>(key) && k == std::get<5>(key) && idx >= 0 && hit < 0) hit = idx;
+    q += used;
+    while (*q == ';' || *q == ' ') ++q;
+  }
+  return hit;
+}
+
 static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublasLtMatmulHeuristicResult_t* res, int found,
                            const void* A, const void* B, void* C, void* ws, cudaStream_t s, double flops, bool fused) {
   {
@@ -165,8 +205,11 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaGetLastError();
-    const char* log = getenv("FH_GEMM_TUNE_LOG");  /* "1": one line per tuned shape on stderr (diagnostics) */
-    if (log && log[0] == '1')
+    const char* log = getenv("FH_GEMM_TUNE_LOG");  /* "1": one line per tuned shape on stderr (diagnostics);
+                                                       "2": and one line per candidate with its configuration */
+    if (log && log[0] == '2')
+      for (int i = 0; i < found; ++i) log_candidate(key, i, res[i], runs[(size_t)i] ? tmin[(size_t)i] * 200.0f : -1.0f);
+    if (log && (log[0] == '1' || log[0] == '2'))
       fprintf(stderr,
               "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d sms=%d: %d candidates, first %.2f us, best #%d %.2f us\n",
               std::get<3>(key), std::get<4>(key), std::get<5>(key), std::get<6>(key), std::get<7>(key), std::get<8>(key),
@@ -177,6 +220,17 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
       return FH_ERR_UNSUPPORTED;
     }
     p.algo = res[best].algo;
+  }
+  const int forced = forced_pick(key);
+  if (forced >= 0) {
+    if (forced < found) {
+      best = forced;
+      p.algo = res[best].algo;
+    }
+    const char* log = getenv("FH_GEMM_TUNE_LOG");
+    if (log && (log[0] == '1' || log[0] == '2'))
+      fprintf(stderr, "gemm pick m=%d n=%d k=%d: FH_GEMM_PICK #%d%s\n", std::get<3>(key), std::get<4>(key),
+              std::get<5>(key), forced, forced < found ? "" : " is past the candidates found: not applied");
   }
   std::lock_guard<std::mutex> lock(g_tuned_mu);
   g_tuned.emplace(key, best);
