@@ -156,6 +156,9 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     }
   }
   int best = 0;
+  /* FH_GEMM_TUNE_LOG (diagnostics, stderr): "1" one line per tuned shape, "2" also one line per candidate */
+  const char* lv = getenv("FH_GEMM_TUNE_LOG");
+  const int log_level = lv && (lv[0] == '1' || lv[0] == '2') ? lv[0] - '0' : 0;
   const char* env = getenv("FH_GEMM_AUTOTUNE");
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(s, &cs);
@@ -205,11 +208,9 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaGetLastError();
-    const char* log = getenv("FH_GEMM_TUNE_LOG");  /* "1": one line per tuned shape on stderr (diagnostics);
-                                                       "2": and one line per candidate with its configuration */
-    if (log && log[0] == '2')
+    if (log_level >= 2)
       for (int i = 0; i < found; ++i) log_candidate(key, i, res[i], runs[(size_t)i] ? tmin[(size_t)i] * 200.0f : -1.0f);
-    if (log && (log[0] == '1' || log[0] == '2'))
+    if (log_level >= 1)
       fprintf(stderr,
               "gemm tune m=%d n=%d k=%d lda=%d ldb=%d ldc=%d epi=%d sms=%d: %d candidates, first %.2f us, best #%d %.2f us\n",
               std::get<3>(key), std::get<4>(key), std::get<5>(key), std::get<6>(key), std::get<7>(key), std::get<8>(key),
@@ -227,8 +228,7 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
       best = forced;
       p.algo = res[best].algo;
     }
-    const char* log = getenv("FH_GEMM_TUNE_LOG");
-    if (log && (log[0] == '1' || log[0] == '2'))
+    if (log_level >= 1)
       fprintf(stderr, "gemm pick m=%d n=%d k=%d: FH_GEMM_PICK #%d%s\n", std::get<3>(key), std::get<4>(key),
               std::get<5>(key), forced, forced < found ? "" : " is past the candidates found: not applied");
   }
