@@ -157,8 +157,7 @@ static fh_status pick_algo(fh_gemm* g, const PlanKey& key, Plan& p, const cublas
   }
   int best = 0;
   /* FH_GEMM_TUNE_LOG (diagnostics, stderr): "1" one line per tuned shape, "2" also one line per candidate */
-  const char* lv = getenv("FH_GEMM_TUNE_LOG");
-  const int log_level = lv && (lv[0] == '1' || lv[0] == '2') ? lv[0] - '0' : 0;
+  const int log_level = (int)fh_env_int("FH_GEMM_TUNE_LOG", 1, 2, 0);
   const char* env = getenv("FH_GEMM_AUTOTUNE");
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   cudaStreamIsCapturing(s, &cs);
