@@ -1,0 +1,422 @@
+/*
+ * gather_gemm_probe.cu — is a first-layer GEMM that gathers its own rows worth building? (issue 5's largest lever)
+ *
+ * The train step's first layer reads each sample's market window from a block that the replay gather materialised
+ * (kernels/collect.cu replay_gather_pair: ~38 MB written a step, then read back by the GEMMs). A GEMM that loaded
+ * the window straight from the bf16 feature matrix would skip those bytes. This probe measures, at the reference
+ * shapes (B 16384 rows, K 1088 = the account block of 64 + 64 bars x 16 features, N 512, bias + ReLU, bf16 out):
+ *
+ *   gather          a block of 1152 bf16 a sample, as the paired gather writes it (account, 67 bars, account')
+ *   cuBLASLt        the s run on that block through the library's wrapper (autotuned), as the step runs it
+ *   wgmma, block    gg_kernel reading the materialised block (a plain row-major A, ld 1152)
+ *   wgmma, gather   gg_kernel reading each row's window from the feature matrix by its bar (implicit gather)
+ *
+ * gg_kernel: Hopper warpgroup MMA (wgmma.mma_async m64n256k16, bf16 in, fp32 accumulate), block tile 128 x 256,
+ * two consumer warpgroups of 64 rows, K slices of 64 (one 128-byte swizzled row a tile row), a 4-stage cp.async
+ * ring (16-byte copies, zero-filled outside the data), both operands K-major in shared memory with the 128-byte
+ * swizzle the descriptors name. Epilogue from the accumulators: bias, ReLU, bf16x2 stores.
+ *
+ * Checks: both wgmma variants against cuBLASLt within 2 bf16 ulps (+1e-3), and the two variants bit for bit
+ * against each other (the same sums in the same order). Timing: best of 3 rounds of 50 launches (L2 warm, as in
+ * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
+ * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
+ *
+ *   gather_gemm_probe [B]
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <functional>
+#include <vector>
+
+#include "../../native/src/cuda/gemm_cublaslt.h"
+#include "probe_check.cuh"
+
+#define CK(x) FH_PROBE_CK(x, 1)
+
+namespace {
+
+constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 256;
+constexpr int kAStage = kBM * kBK * 2, kBStage = kBN * kBK * 2, kStage = kAStage + kBStage;
+constexpr int kSmem = kStages * kStage + 1024; /* + the slack to align the ring to 1024 bytes (the swizzle atom) */
+constexpr int kWindow = 64, kF = 16, kMkt = 64, kK = kMkt + kWindow * kF, kP = 1152, kNStep = 3;
+
+struct gg_args {
+  const __nv_bfloat16* feat; /* (n_bars, 16) bf16 feature matrix */
+  const int32_t* bar;        /* implicit gather: each row's bar t (window t-63 .. t); nullptr: read blk */
+  const __nv_bfloat16* acc;  /* implicit gather: (M, 8) account features */
+  const __nv_bfloat16* blk;  /* materialised rows, ld kP: account at 0, market at kMkt */
+  const __nv_bfloat16* W;    /* (N, kK) */
+  const __nv_bfloat16* bias; /* (N) */
+  __nv_bfloat16* Y;          /* (M, N) */
+  int M, N;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+/* 16 bytes global -> shared, the bytes past src_bytes (0 or 16) zero */
+__device__ __forceinline__ void cp16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+/* a K-major operand tile in shared memory: rows of 128 bytes, 8-row atoms of 1024 bytes, the 128-byte swizzle */
+__device__ __forceinline__ uint64_t desc_k128(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+/* byte offset of 16-byte chunk c of tile row r */
+__device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
+
+__device__ __forceinline__ void gg_wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+/* K slice kb of the block's A rows (kBM x 64) and W rows (kBN x 64) into stage buffers sa, sb */
+__device__ __forceinline__ void gg_load(const gg_args& a, int m0, int n0, int kb, uint32_t sa, uint32_t sb) {
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < kBM * 8 / kThreads; ++i) {
+    const int q = tid + kThreads * i, r = q >> 3, c = q & 7, row = m0 + r;
+    const void* src = a.W; /* any valid address where nothing is read */
+    int bytes = 0;
+    if (row < a.M) {
+      if (!a.bar) {
+        src = a.blk + (int64_t)row * kP + kb * kBK + c * 8;
+        bytes = 16;
+      } else if (kb == 0) {
+        if (c == 0) {
+          src = a.acc + (int64_t)row * 8;
+          bytes = 16;
+        }
+      } else {
+        src = a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF + (kb - 1) * kBK + c * 8;
+        bytes = 16;
+      }
+    }
+    cp16(sa + swz(r, c), src, bytes);
+  }
+#pragma unroll
+  for (int i = 0; i < kBN * 8 / kThreads; ++i) {
+    const int q = tid + kThreads * i, r = q >> 3, c = q & 7, n = n0 + r;
+    cp16(sb + swz(r, c), n < a.N ? a.W + (int64_t)n * kK + kb * kBK + c * 8 : a.W, n < a.N ? 16 : 0);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) gg_kernel(gg_args a) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM, wg = threadIdx.x >> 7;
+  constexpr int KB = kK / kBK;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  auto sa = [&](int s) { return base + (uint32_t)(s * kStage); };
+  auto sb = [&](int s) { return base + (uint32_t)(s * kStage + kAStage); };
+  /* prologue: slices 0 .. kStages-3 (the ring keeps one slice in the MMA queue and one being read) */
+#pragma unroll
+  for (int s = 0; s < kStages - 2; ++s) {
+    gg_load(a, m0, n0, s, sa(s), sb(s));
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+  for (int kb = 0; kb < KB; ++kb) {
+    /* slice kb has landed (this thread's copies), made visible to the async proxy, then to every thread; after
+     * the barrier every warpgroup has also retired slice kb-2's MMAs (wait_group 1 below), so its stage is free */
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 3));
+    asm volatile("fence.proxy.async.shared::cta;\n" ::);
+    __syncthreads();
+    const int nxt = kb + kStages - 2;
+    if (nxt < KB) gg_load(a, m0, n0, nxt, sa(nxt % kStages), sb(nxt % kStages));
+    asm volatile("cp.async.commit_group;\n" ::);
+    const int s = kb % kStages;
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kBK / 16; ++k)
+      gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(wg * 64 * 128 + k * 32)), desc_k128(sb(s) + (uint32_t)(k * 32)));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  /* accumulator layout (m64nNk16, f32): warp w of the warpgroup has rows 16w..16w+15; per n8 group j, lane l holds
+   * (row l/4, cols 8j + 2(l%4) + {0,1}) in d[4j], d[4j+1] and row l/4 + 8 in d[4j+2], d[4j+3] */
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+  const int r0 = m0 + wg * 64 + w * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int col = n0 + 8 * j + 2 * (lane & 3);
+    if (col >= a.N) continue;
+    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 8 * h;
+      if (row < a.M) {
+        const __nv_bfloat162 v =
+            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
+        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      }
+    }
+  }
+}
+
+/* the paired gather's block of one sample per warp: account, zeros to kMkt, bars t-63 .. t+3, account', zeros */
+__global__ void gather_kernel(const __nv_bfloat16* feat, const int32_t* bar, const __nv_bfloat16* acc, int M,
+                              __nv_bfloat16* blk) {
+  const int j = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (j >= M) return;
+  const uint4* src = reinterpret_cast<const uint4*>(feat + ((int64_t)bar[j] - (kWindow - 1)) * kF);
+  uint4* dst = reinterpret_cast<uint4*>(blk + (int64_t)j * kP);
+  const int m0 = kMkt / 8, m1 = m0 + (kWindow + kNStep) * kF / 8;
+  uint4 x[5];
+#pragma unroll
+  for (int q = 0; q < 5; ++q) {
+    const int u = lane + 32 * q;
+    x[q] = make_uint4(0u, 0u, 0u, 0u);
+    if (u >= m0 && u < m1) x[q] = __ldg(src + (u - m0));
+    else if (u == 0 || u == m1) x[q] = *reinterpret_cast<const uint4*>(acc + (int64_t)j * 8);
+  }
+#pragma unroll
+  for (int q = 0; q < 5; ++q) {
+    const int u = lane + 32 * q;
+    if (u < kP / 8) dst[u] = x[q];
+  }
+}
+
+fh_status launch_gg(const gg_args& a, cudaStream_t s) {
+  const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + kBM - 1) / kBM));
+  gg_kernel<<<grid, kThreads, kSmem, s>>>(a);
+  return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
+}
+
+void* bf16_buffer(size_t n, float amp, unsigned seed) {
+  std::vector<__nv_bfloat16> h(n);
+  unsigned st = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; ++i) {
+    st = st * 1664525u + 1013904223u;
+    h[i] = __float2bfloat16(amp * ((float)(st >> 8) / 8388608.0f - 1.0f));
+  }
+  void* d = nullptr;
+  if (cudaMalloc(&d, n * 2) != cudaSuccess) return nullptr;
+  cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice);
+  return d;
+}
+
+struct timing {
+  double warm, cold;
+};
+/* warm: best of 3 rounds of 50 back-to-back launches; cold: median of 20 launches each after an L2 scrub */
+timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, size_t scrub_bytes, bool* ok) {
+  timing t{0.0, 0.0};
+  for (int i = 0; i < 5; ++i)
+    if (fn() != FH_OK) {
+      *ok = false;
+      return t;
+    }
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    cudaEventRecord(e0, s);
+    for (int i = 0; i < 50; ++i) fn();
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    best = std::min(best, ms * 1e3 / 50);
+  }
+  std::vector<double> cold;
+  for (int i = 0; i < 20; ++i) {
+    cudaMemsetAsync(scrub, i & 0xff, scrub_bytes, s);
+    cudaEventRecord(e0, s);
+    fn();
+    cudaEventRecord(e1, s);
+    cudaEventSynchronize(e1);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    cold.push_back(ms * 1e3);
+  }
+  std::sort(cold.begin(), cold.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  *ok = cudaGetLastError() == cudaSuccess;
+  t.warm = best;
+  t.cold = cold[cold.size() / 2];
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int M = argc > 1 ? atoi(argv[1]) : 16384, N = 512;
+  if (M <= 0 || M % 8) {
+    fprintf(stderr, "gather_gemm_probe: B must be a positive multiple of 8 (got %s)\n", argv[1]);
+    return 2;
+  }
+  const int64_t n_bars = 556416; /* the reference's train range: 80% of 504 x 1380 bars */
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  fh_gemm* g = nullptr;
+  if (fh_gemm_create(&g) != FH_OK) {
+    fprintf(stderr, "gather_gemm_probe: fh_gemm_create: %s\n", fh_gemm_last_error());
+    return 1;
+  }
+  void* ws = nullptr;
+  CK(cudaMalloc(&ws, fh_gemm_workspace_bytes()));
+  void* feat = bf16_buffer((size_t)n_bars * kF, 1.0f, 1);
+  void* acc = bf16_buffer((size_t)M * 8, 1.0f, 2);
+  /* W in the s run's arrangement: account columns 0..7, zeros to kMkt, the market columns after */
+  std::vector<__nv_bfloat16> hw((size_t)N * kK);
+  unsigned st = 12345u;
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < kK; ++k) {
+      st = st * 1664525u + 1013904223u;
+      const float v = 0.03f * ((float)(st >> 8) / 8388608.0f - 1.0f);
+      hw[(size_t)n * kK + k] = __float2bfloat16(k < 8 || k >= kMkt ? v : 0.0f);
+    }
+  void* W = nullptr;
+  CK(cudaMalloc(&W, hw.size() * 2));
+  CK(cudaMemcpy(W, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  void* bias = bf16_buffer((size_t)N, 0.1f, 3);
+  std::vector<int32_t> hb((size_t)M);
+  for (int j = 0; j < M; ++j) {
+    st = st * 1664525u + 1013904223u;
+    hb[(size_t)j] = (int32_t)(kWindow - 1 + (int64_t)(st >> 4) % (n_bars - kWindow - kNStep));
+  }
+  int32_t* bar = nullptr;
+  CK(cudaMalloc(&bar, hb.size() * 4));
+  CK(cudaMemcpy(bar, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
+  void *blk = nullptr, *y0 = nullptr, *y1 = nullptr, *y2 = nullptr, *scrub = nullptr;
+  const size_t scrub_bytes = (size_t)256 << 20;
+  CK(cudaMalloc(&blk, (size_t)M * kP * 2));
+  CK(cudaMalloc(&y0, (size_t)M * N * 2));
+  CK(cudaMalloc(&y1, (size_t)M * N * 2));
+  CK(cudaMalloc(&y2, (size_t)M * N * 2));
+  CK(cudaMalloc(&scrub, scrub_bytes));
+  if (!feat || !acc || !bias) {
+    fprintf(stderr, "gather_gemm_probe: out of device memory\n");
+    return 1;
+  }
+  CK(cudaFuncSetAttribute(gg_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  const auto* F = static_cast<const __nv_bfloat16*>(feat);
+  const auto* A = static_cast<const __nv_bfloat16*>(acc);
+  auto gather = [=]() {
+    gather_kernel<<<(M + 7) / 8, 256, 0, s>>>(F, bar, A, M, static_cast<__nv_bfloat16*>(blk));
+    return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
+  };
+  auto cublas = [=]() {
+    return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N);
+  };
+  gg_args ab{};
+  ab.feat = F;
+  ab.blk = static_cast<const __nv_bfloat16*>(blk);
+  ab.W = static_cast<const __nv_bfloat16*>(W);
+  ab.bias = static_cast<const __nv_bfloat16*>(bias);
+  ab.Y = static_cast<__nv_bfloat16*>(y1);
+  ab.M = M;
+  ab.N = N;
+  gg_args ai = ab;
+  ai.bar = bar;
+  ai.acc = A;
+  ai.Y = static_cast<__nv_bfloat16*>(y2);
+  auto gg_blk = [=]() { return launch_gg(ab, s); };
+  auto gg_imp = [=]() { return launch_gg(ai, s); };
+  printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
+  /* correctness */
+  CK(cudaMemsetAsync(y1, 0xff, (size_t)M * N * 2, s));
+  CK(cudaMemsetAsync(y2, 0xff, (size_t)M * N * 2, s));
+  fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0, r2 = gg_blk(), r3 = gg_imp();
+  CK(cudaStreamSynchronize(s));
+  if (r0 != FH_OK || r1 != FH_OK || r2 != FH_OK || r3 != FH_OK) {
+    fprintf(stderr, "gather_gemm_probe: a launch failed (%d %d %d %d): %s / %s\n", r0, r1, r2, r3,
+            fh_gemm_last_error(), cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  std::vector<__nv_bfloat16> h0((size_t)M * N), h1(h0.size()), h2(h0.size());
+  CK(cudaMemcpy(h0.data(), y0, h0.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h1.data(), y1, h1.size() * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h2.data(), y2, h2.size() * 2, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  size_t mism[2] = {0, 0}, differ = 0, pos = 0;
+  double worst[2] = {0.0, 0.0}, ymax = 0.0;
+  for (size_t i = 0; i < h0.size(); ++i) {
+    const double ref = __bfloat162float(h0[i]);
+    const double v[2] = {__bfloat162float(h1[i]), __bfloat162float(h2[i])};
+    ymax = std::max(ymax, fabs(ref));
+    pos += ref > 0.0;
+    for (int q = 0; q < 2; ++q) {
+      const double dd = fabs(v[q] - ref), m = std::max(fabs(v[q]), fabs(ref));
+      worst[q] = std::max(worst[q], dd);
+      if (!(dd <= 2.0 * m / 128.0 + 1e-3)) ++mism[q]; /* NaN (an unwritten output) counts */
+    }
+    differ += memcmp(&h1[i], &h2[i], 2) != 0;
+  }
+  printf("check wgmma, block:  max |wgmma - cuBLASLt| %.3g (max |y| %.3g, %.1f%% positive), %zu of %zu beyond 2 "
+         "bf16 ulps + 1e-3\n", worst[0], ymax, 100.0 * pos / h0.size(), mism[0], h0.size());
+  printf("check wgmma, gather: max |wgmma - cuBLASLt| %.3g, %zu beyond; %zu outputs differ from the block variant\n",
+         worst[1], mism[1], differ);
+  bad += mism[0] != 0 || mism[1] != 0 || differ != 0;
+  struct row {
+    const char* name;
+    double flops;
+    std::function<fh_status()> fn;
+  };
+  const double fl = 2.0 * M * kK * N;
+  std::vector<row> rows = {
+      {"gather: the paired block (1152 bf16 a sample)", 0.0, gather},
+      {"cuBLASLt on the block (bias + ReLU)", fl, cublas},
+      {"gather + cuBLASLt", fl, [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas(); }},
+      {"wgmma on the block", fl, gg_blk},
+      {"wgmma gathering its rows", fl, gg_imp},
+  };
+  printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
+  for (const row& r : rows) {
+    bool ok = true;
+    const timing t = timed(s, r.fn, scrub, scrub_bytes, &ok);
+    if (!ok) {
+      printf("| %s | failed | | | |\n", r.name);
+      ++bad;
+      continue;
+    }
+    if (r.flops > 0.0)
+      printf("| %s | %.1f | %.0f | %.1f | %.0f |\n", r.name, t.warm, r.flops / t.warm / 1e6, t.cold,
+             r.flops / t.cold / 1e6);
+    else
+      printf("| %s | %.1f | | %.1f | |\n", r.name, t.warm, t.cold);
+  }
+  fh_gemm_destroy(g);
+  return bad ? 1 : 0;
+}
