@@ -7,8 +7,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; P=$OUT/gather_gemm; mkdir -p $P
 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Inative/include -Inative/src -Xptxas -v \
   bench/gpu/gather_gemm_probe.cu native/src/cuda/gemm_cublaslt.cpp kernels/gemm_ref.cu kernels/cuda_common.cu \
-  -lcublasLt -o $P/gather_gemm_probe >$P/build.log 2>&1 || { echo "gather_gemm_probe build failed"; tail -20 $P/build.log; exit 1; }
-grep -A2 "gg_kernel" $P/build.log | grep -E "registers|spill" | head -2
+  -lcublasLt -lcuda -o $P/gather_gemm_probe >$P/build.log 2>&1 || { echo "gather_gemm_probe build failed"; tail -20 $P/build.log; exit 1; }
+grep -A3 -E "Compiling entry.*(gg_kernel|gw_kernel)" $P/build.log | grep -E "registers|spill"
 timeout 120 $P/gather_gemm_probe "${1:-16384}"; rc=$?
 rm -f $P/gather_gemm_probe
 exit $rc

@@ -23,6 +23,7 @@
  *
  *   gather_gemm_probe [B]
  */
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -190,6 +191,159 @@ __global__ void __launch_bounds__(kThreads, 1) gg_kernel(gg_args a) {
   }
 }
 
+/* ---- gw_kernel: the same tile, warp-specialised. Warpgroup 0 produces: its 128 threads copy the A slice with
+ * cp.async (each thread one 16-byte column of 8 rows, the rows' addresses computed once) and signal the stage's
+ * `full` barrier when their copies land (cp.async.mbarrier.arrive.noinc); its thread 0 loads the W slice by TMA
+ * (128-byte swizzle, the layout the descriptors name) onto the same barrier. Warpgroups 1 and 2 consume: wait for
+ * `full`, MMA, and once a slice's MMAs have retired (wgmma.wait_group 1) release its stage on `empty` (lane 0 of each warp). */
+constexpr int kWThreads = 384;
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred P1;\nLAB_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+__global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant__ CUtensorMap wmap, gg_args a) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  __shared__ __align__(8) uint64_t bars[2 * kStages];
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
+  const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM, wg = threadIdx.x >> 7, t = threadIdx.x & 127;
+  constexpr int KB = kK / kBK;
+  auto sa = [&](int s) { return base + (uint32_t)(s * kStage); };
+  auto sb = [&](int s) { return base + (uint32_t)(s * kStage + kAStage); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 128 + 1);
+      mbar_init(empty0 + 8 * s, 8); /* lane 0 of each consumer warp */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    /* producer: thread t copies 16-byte column c = t % 8 of rows t/8 + 16 i */
+    const int c = t & 7;
+    const __nv_bfloat16* rowp[kBM / 16];
+    int bytes[kBM / 16];
+#pragma unroll
+    for (int i = 0; i < kBM / 16; ++i) {
+      const int row = m0 + (t >> 3) + 16 * i;
+      bytes[i] = row < a.M ? 16 : 0;
+      rowp[i] = a.W;
+      if (row < a.M)
+        rowp[i] = a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8
+                        : a.blk + (int64_t)row * kP + c * 8;
+    }
+    for (int kb = 0; kb < KB; ++kb) {
+      const int s = kb % kStages;
+      if (kb >= kStages) mbar_wait(empty0 + 8 * s, ((kb / kStages) - 1) & 1);
+      if (t == 0) {
+        mbar_arrive_tx(full0 + 8 * s, (uint32_t)kBStage);
+        tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
+      }
+#pragma unroll
+      for (int i = 0; i < kBM / 16; ++i) {
+        const int r = (t >> 3) + 16 * i, row = m0 + r;
+        const void* src = a.W;
+        int nb = 0;
+        if (!a.bar) {
+          src = rowp[i] + kb * kBK;
+          nb = bytes[i];
+        } else if (kb == 0) {
+          if (c == 0 && row < a.M) {
+            src = a.acc + (int64_t)row * 8;
+            nb = 16;
+          }
+        } else {
+          src = rowp[i] + kb * kBK;
+          nb = bytes[i];
+        }
+        cp16(sa(s) + swz(r, c), nb ? src : a.W, nb);
+      }
+      cp_async_arrive(full0 + 8 * s);
+    }
+    return;
+  }
+  /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of the tile */
+  const int cw = wg - 1;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  for (int kb = 0; kb < KB; ++kb) {
+    const int s = kb % kStages;
+    mbar_wait(full0 + 8 * s, (kb / kStages) & 1);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < kBK / 16; ++k)
+      gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)), desc_k128(sb(s) + (uint32_t)(k * 32)));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    if (kb > 0 && (t & 31) == 0) mbar_arrive(empty0 + 8 * ((kb - 1) % kStages));
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  const int lane = threadIdx.x & 31, w = (t >> 5) & 3;
+  const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int col = n0 + 8 * j + 2 * (lane & 3);
+    if (col >= a.N) continue;
+    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 8 * h;
+      if (row < a.M) {
+        const __nv_bfloat162 v =
+            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
+        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      }
+    }
+  }
+}
+
+/* W (N, kK) bf16 row-major as a 2-D tensor map: boxes of 64 columns x 256 rows, the 128-byte swizzle */
+bool make_wmap(CUtensorMap* map, const void* W, int N) {
+  const cuuint64_t dims[2] = {(cuuint64_t)kK, (cuuint64_t)N};
+  const cuuint64_t strides[1] = {(cuuint64_t)kK * 2};
+  const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)kBN}, estr[2] = {1, 1};
+  const CUresult r = cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(W), dims,
+                                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
+  return r == CUDA_SUCCESS;
+}
+
+fh_status launch_gw(const CUtensorMap& map, const gg_args& a, cudaStream_t s) {
+  const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + kBM - 1) / kBM));
+  gw_kernel<<<grid, kWThreads, kSmem, s>>>(map, a);
+  return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
+}
+
 /* the paired gather's block of one sample per warp: account, zeros to kMkt, bars t-63 .. t+3, account', zeros */
 __global__ void gather_kernel(const __nv_bfloat16* feat, const int32_t* bar, const __nv_bfloat16* acc, int M,
                               __nv_bfloat16* blk) {
@@ -354,41 +508,62 @@ int main(int argc, char** argv) {
   ai.Y = static_cast<__nv_bfloat16*>(y2);
   auto gg_blk = [=]() { return launch_gg(ab, s); };
   auto gg_imp = [=]() { return launch_gg(ai, s); };
+  CUtensorMap wmap;
+  if (!make_wmap(&wmap, W, N)) return 1;
+  CK(cudaFuncSetAttribute(gw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  void *y3 = nullptr, *y4 = nullptr;
+  CK(cudaMalloc(&y3, (size_t)M * N * 2));
+  CK(cudaMalloc(&y4, (size_t)M * N * 2));
+  gg_args wb = ab, wi = ai;
+  wb.Y = static_cast<__nv_bfloat16*>(y3);
+  wi.Y = static_cast<__nv_bfloat16*>(y4);
+  auto gw_blk = [=]() { return launch_gw(wmap, wb, s); };
+  auto gw_imp = [=]() { return launch_gw(wmap, wi, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   /* correctness */
   CK(cudaMemsetAsync(y1, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y2, 0xff, (size_t)M * N * 2, s));
-  fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0, r2 = gg_blk(), r3 = gg_imp();
+  CK(cudaMemsetAsync(y3, 0xff, (size_t)M * N * 2, s));
+  CK(cudaMemsetAsync(y4, 0xff, (size_t)M * N * 2, s));
+  fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0, r2 = gg_blk(), r3 = gg_imp(), r4 = gw_blk(),
+            r5 = gw_imp();
   CK(cudaStreamSynchronize(s));
-  if (r0 != FH_OK || r1 != FH_OK || r2 != FH_OK || r3 != FH_OK) {
-    fprintf(stderr, "gather_gemm_probe: a launch failed (%d %d %d %d): %s / %s\n", r0, r1, r2, r3,
+  if (r0 != FH_OK || r1 != FH_OK || r2 != FH_OK || r3 != FH_OK || r4 != FH_OK || r5 != FH_OK) {
+    fprintf(stderr, "gather_gemm_probe: a launch failed (%d %d %d %d %d %d): %s / %s\n", r0, r1, r2, r3, r4, r5,
             fh_gemm_last_error(), cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
-  std::vector<__nv_bfloat16> h0((size_t)M * N), h1(h0.size()), h2(h0.size());
-  CK(cudaMemcpy(h0.data(), y0, h0.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(h1.data(), y1, h1.size() * 2, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(h2.data(), y2, h2.size() * 2, cudaMemcpyDeviceToHost));
+  const size_t n_out = (size_t)M * N;
+  std::vector<__nv_bfloat16> h[5];
+  void* ys[5] = {y0, y1, y2, y3, y4};
+  for (int q = 0; q < 5; ++q) {
+    h[q].resize(n_out);
+    CK(cudaMemcpy(h[q].data(), ys[q], n_out * 2, cudaMemcpyDeviceToHost));
+  }
+  const char* vname[4] = {"simple, block", "simple, gather", "specialised, block", "specialised, gather"};
   int bad = 0;
-  size_t mism[2] = {0, 0}, differ = 0, pos = 0;
-  double worst[2] = {0.0, 0.0}, ymax = 0.0;
-  for (size_t i = 0; i < h0.size(); ++i) {
-    const double ref = __bfloat162float(h0[i]);
-    const double v[2] = {__bfloat162float(h1[i]), __bfloat162float(h2[i])};
+  size_t pos = 0;
+  double ymax = 0.0;
+  for (size_t i = 0; i < n_out; ++i) {
+    const double ref = __bfloat162float(h[0][i]);
     ymax = std::max(ymax, fabs(ref));
     pos += ref > 0.0;
-    for (int q = 0; q < 2; ++q) {
-      const double dd = fabs(v[q] - ref), m = std::max(fabs(v[q]), fabs(ref));
-      worst[q] = std::max(worst[q], dd);
-      if (!(dd <= 2.0 * m / 128.0 + 1e-3)) ++mism[q]; /* NaN (an unwritten output) counts */
-    }
-    differ += memcmp(&h1[i], &h2[i], 2) != 0;
   }
-  printf("check wgmma, block:  max |wgmma - cuBLASLt| %.3g (max |y| %.3g, %.1f%% positive), %zu of %zu beyond 2 "
-         "bf16 ulps + 1e-3\n", worst[0], ymax, 100.0 * pos / h0.size(), mism[0], h0.size());
-  printf("check wgmma, gather: max |wgmma - cuBLASLt| %.3g, %zu beyond; %zu outputs differ from the block variant\n",
-         worst[1], mism[1], differ);
-  bad += mism[0] != 0 || mism[1] != 0 || differ != 0;
+  printf("cuBLASLt: max |y| %.3g, %.1f%% positive\n", ymax, 100.0 * pos / n_out);
+  for (int q = 1; q < 5; ++q) {
+    size_t mism = 0, differ = 0;
+    double worst = 0.0;
+    for (size_t i = 0; i < n_out; ++i) {
+      const double ref = __bfloat162float(h[0][i]), v = __bfloat162float(h[q][i]);
+      const double dd = fabs(v - ref), m = std::max(fabs(v), fabs(ref));
+      worst = std::max(worst, dd);
+      if (!(dd <= 2.0 * m / 128.0 + 1e-3)) ++mism; /* NaN (an unwritten output) counts */
+      differ += memcmp(&h[1][i], &h[q][i], 2) != 0;
+    }
+    printf("check wgmma %-20s max |wgmma - cuBLASLt| %.3g, %zu of %zu beyond 2 bf16 ulps + 1e-3; %zu differ from "
+           "the simple block variant\n", vname[q - 1], worst, mism, n_out, differ);
+    bad += mism != 0 || differ != 0;
+  }
   struct row {
     const char* name;
     double flops;
@@ -399,8 +574,10 @@ int main(int argc, char** argv) {
       {"gather: the paired block (1152 bf16 a sample)", 0.0, gather},
       {"cuBLASLt on the block (bias + ReLU)", fl, cublas},
       {"gather + cuBLASLt", fl, [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas(); }},
-      {"wgmma on the block", fl, gg_blk},
-      {"wgmma gathering its rows", fl, gg_imp},
+      {"wgmma simple, on the block", fl, gg_blk},
+      {"wgmma simple, gathering its rows", fl, gg_imp},
+      {"wgmma specialised, on the block", fl, gw_blk},
+      {"wgmma specialised, gathering its rows", fl, gw_imp},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {
