@@ -227,12 +227,18 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+/* PERSIST: a grid of at most one block per SM walks the tiles (n fastest), the ring's slices counted across them, so
+ * that the producer loads the next tile while the consumers store the last one; else one tile a block. */
+template <bool PERSIST>
 __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant__ CUtensorMap wmap, gg_args a) {
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
-  const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM, wg = threadIdx.x >> 7, t = threadIdx.x & 127;
+  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
+  const int tiles_n = (a.N + kBN - 1) / kBN, tiles = tiles_n * ((a.M + kBM - 1) / kBM);
+  const int first = PERSIST ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
+  const int stride = PERSIST ? (int)gridDim.x : tiles;
   constexpr int KB = kK / kBK;
   auto sa = [&](int s) { return base + (uint32_t)(s * kStage); };
   auto sb = [&](int s) { return base + (uint32_t)(s * kStage + kAStage); };
@@ -247,79 +253,88 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
   if (wg == 0) {
     /* producer: thread t copies 16-byte column c = t % 8 of rows t/8 + 16 i */
     const int c = t & 7;
-    const __nv_bfloat16* rowp[kBM / 16];
-    int bytes[kBM / 16];
-#pragma unroll
-    for (int i = 0; i < kBM / 16; ++i) {
-      const int row = m0 + (t >> 3) + 16 * i;
-      bytes[i] = row < a.M ? 16 : 0;
-      rowp[i] = a.W;
-      if (row < a.M)
-        rowp[i] = a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8
-                        : a.blk + (int64_t)row * kP + c * 8;
-    }
-    for (int kb = 0; kb < KB; ++kb) {
-      const int s = kb % kStages;
-      if (kb >= kStages) mbar_wait(empty0 + 8 * s, ((kb / kStages) - 1) & 1);
-      if (t == 0) {
-        mbar_arrive_tx(full0 + 8 * s, (uint32_t)kBStage);
-        tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
-      }
+    int g = 0; /* slices through the ring so far */
+    for (int tile = first; tile < tiles; tile += stride) {
+      const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
+      const __nv_bfloat16* rowp[kBM / 16];
+      int bytes[kBM / 16];
 #pragma unroll
       for (int i = 0; i < kBM / 16; ++i) {
-        const int r = (t >> 3) + 16 * i, row = m0 + r;
-        const void* src = a.W;
-        int nb = 0;
-        if (!a.bar) {
-          src = rowp[i] + kb * kBK;
-          nb = bytes[i];
-        } else if (kb == 0) {
-          if (c == 0 && row < a.M) {
-            src = a.acc + (int64_t)row * 8;
-            nb = 16;
-          }
-        } else {
-          src = rowp[i] + kb * kBK;
-          nb = bytes[i];
-        }
-        cp16(sa(s) + swz(r, c), nb ? src : a.W, nb);
+        const int row = m0 + (t >> 3) + 16 * i;
+        bytes[i] = row < a.M ? 16 : 0;
+        rowp[i] = a.W;
+        if (row < a.M)
+          rowp[i] = a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8
+                          : a.blk + (int64_t)row * kP + c * 8;
       }
-      cp_async_arrive(full0 + 8 * s);
+      for (int kb = 0; kb < KB; ++kb, ++g) {
+        const int s = g % kStages;
+        if (g >= kStages) mbar_wait(empty0 + 8 * s, ((g / kStages) - 1) & 1);
+        if (t == 0) {
+          mbar_arrive_tx(full0 + 8 * s, (uint32_t)kBStage);
+          tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
+        }
+#pragma unroll
+        for (int i = 0; i < kBM / 16; ++i) {
+          const int r = (t >> 3) + 16 * i, row = m0 + r;
+          const void* src = a.W;
+          int nb = 0;
+          if (!a.bar) {
+            src = rowp[i] + kb * kBK;
+            nb = bytes[i];
+          } else if (kb == 0) {
+            if (c == 0 && row < a.M) {
+              src = a.acc + (int64_t)row * 8;
+              nb = 16;
+            }
+          } else {
+            src = rowp[i] + kb * kBK;
+            nb = bytes[i];
+          }
+          cp16(sa(s) + swz(r, c), nb ? src : a.W, nb);
+        }
+        cp_async_arrive(full0 + 8 * s);
+      }
     }
     return;
   }
-  /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of the tile */
-  const int cw = wg - 1;
-  float d[128];
+  /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of each tile */
+  const int cw = wg - 1, lane = threadIdx.x & 31, w = (t >> 5) & 3;
+  int g = 0;
+  for (int tile = first; tile < tiles; tile += stride) {
+    const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
+    float d[128];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-  for (int kb = 0; kb < KB; ++kb) {
-    const int s = kb % kStages;
-    mbar_wait(full0 + 8 * s, (kb / kStages) & 1);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    for (int kb = 0; kb < KB; ++kb, ++g) {
+      const int s = g % kStages;
+      mbar_wait(full0 + 8 * s, (g / kStages) & 1);
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int k = 0; k < kBK / 16; ++k)
-      gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)), desc_k128(sb(s) + (uint32_t)(k * 32)));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    if (kb > 0 && (t & 31) == 0) mbar_arrive(empty0 + 8 * ((kb - 1) % kStages));
-  }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  const int lane = threadIdx.x & 31, w = (t >> 5) & 3;
-  const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
+      for (int k = 0; k < kBK / 16; ++k)
+        gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)),
+                            desc_k128(sb(s) + (uint32_t)(k * 32)));
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % kStages));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % kStages)); /* the tile's last slice */
+    const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int col = n0 + 8 * j + 2 * (lane & 3);
-    if (col >= a.N) continue;
-    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+    for (int j = 0; j < 32; ++j) {
+      const int col = n0 + 8 * j + 2 * (lane & 3);
+      if (col >= a.N) continue;
+      const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = r0 + 8 * h;
-      if (row < a.M) {
-        const __nv_bfloat162 v =
-            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
-        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      for (int h = 0; h < 2; ++h) {
+        const int row = r0 + 8 * h;
+        if (row < a.M) {
+          const __nv_bfloat162 v =
+              __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
+          *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+        }
       }
     }
   }
@@ -338,9 +353,12 @@ bool make_wmap(CUtensorMap* map, const void* W, int N) {
   return r == CUDA_SUCCESS;
 }
 
-fh_status launch_gw(const CUtensorMap& map, const gg_args& a, cudaStream_t s) {
-  const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + kBM - 1) / kBM));
-  gw_kernel<<<grid, kWThreads, kSmem, s>>>(map, a);
+fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks, cudaStream_t s) {
+  const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
+  if (persist_blocks > 0)
+    gw_kernel<true><<<std::min(persist_blocks, tn * tm), kWThreads, kSmem, s>>>(map, a);
+  else
+    gw_kernel<false><<<dim3((unsigned)tn, (unsigned)tm), kWThreads, kSmem, s>>>(map, a);
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
@@ -510,37 +528,52 @@ int main(int argc, char** argv) {
   auto gg_imp = [=]() { return launch_gg(ai, s); };
   CUtensorMap wmap;
   if (!make_wmap(&wmap, W, N)) return 1;
-  CK(cudaFuncSetAttribute(gw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(gw_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(gw_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   void *y3 = nullptr, *y4 = nullptr;
   CK(cudaMalloc(&y3, (size_t)M * N * 2));
   CK(cudaMalloc(&y4, (size_t)M * N * 2));
   gg_args wb = ab, wi = ai;
   wb.Y = static_cast<__nv_bfloat16*>(y3);
   wi.Y = static_cast<__nv_bfloat16*>(y4);
-  auto gw_blk = [=]() { return launch_gw(wmap, wb, s); };
-  auto gw_imp = [=]() { return launch_gw(wmap, wi, s); };
+  const int sms = prop.multiProcessorCount;
+  auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, s); };
+  auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, s); };
+  gg_args pb = wb, pi = wi;
+  void *y5 = nullptr, *y6 = nullptr;
+  CK(cudaMalloc(&y5, (size_t)M * N * 2));
+  CK(cudaMalloc(&y6, (size_t)M * N * 2));
+  pb.Y = static_cast<__nv_bfloat16*>(y5);
+  pi.Y = static_cast<__nv_bfloat16*>(y6);
+  auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, s); };
+  auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   /* correctness */
   CK(cudaMemsetAsync(y1, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y2, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y3, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y4, 0xff, (size_t)M * N * 2, s));
-  fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0, r2 = gg_blk(), r3 = gg_imp(), r4 = gw_blk(),
-            r5 = gw_imp();
+  CK(cudaMemsetAsync(y5, 0xff, (size_t)M * N * 2, s));
+  CK(cudaMemsetAsync(y6, 0xff, (size_t)M * N * 2, s));
+  const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
+  const fh_status rv[6] = {gg_blk(), gg_imp(), gw_blk(), gw_imp(), gp_blk(), gp_imp()};
   CK(cudaStreamSynchronize(s));
-  if (r0 != FH_OK || r1 != FH_OK || r2 != FH_OK || r3 != FH_OK || r4 != FH_OK || r5 != FH_OK) {
-    fprintf(stderr, "gather_gemm_probe: a launch failed (%d %d %d %d %d %d): %s / %s\n", r0, r1, r2, r3, r4, r5,
-            fh_gemm_last_error(), cudaGetErrorString(cudaGetLastError()));
+  bool launched = r0 == FH_OK && r1 == FH_OK;
+  for (fh_status r : rv) launched = launched && r == FH_OK;
+  if (!launched) {
+    fprintf(stderr, "gather_gemm_probe: a launch failed: %s / %s\n", fh_gemm_last_error(),
+            cudaGetErrorString(cudaGetLastError()));
     return 1;
   }
   const size_t n_out = (size_t)M * N;
-  std::vector<__nv_bfloat16> h[5];
-  void* ys[5] = {y0, y1, y2, y3, y4};
-  for (int q = 0; q < 5; ++q) {
+  std::vector<__nv_bfloat16> h[7];
+  void* ys[7] = {y0, y1, y2, y3, y4, y5, y6};
+  for (int q = 0; q < 7; ++q) {
     h[q].resize(n_out);
     CK(cudaMemcpy(h[q].data(), ys[q], n_out * 2, cudaMemcpyDeviceToHost));
   }
-  const char* vname[4] = {"simple, block", "simple, gather", "specialised, block", "specialised, gather"};
+  const char* vname[6] = {"simple, block",       "simple, gather",     "specialised, block",
+                          "specialised, gather", "persistent, block", "persistent, gather"};
   int bad = 0;
   size_t pos = 0;
   double ymax = 0.0;
@@ -550,7 +583,7 @@ int main(int argc, char** argv) {
     pos += ref > 0.0;
   }
   printf("cuBLASLt: max |y| %.3g, %.1f%% positive\n", ymax, 100.0 * pos / n_out);
-  for (int q = 1; q < 5; ++q) {
+  for (int q = 1; q < 7; ++q) {
     size_t mism = 0, differ = 0;
     double worst = 0.0;
     for (size_t i = 0; i < n_out; ++i) {
@@ -578,6 +611,8 @@ int main(int argc, char** argv) {
       {"wgmma simple, gathering its rows", fl, gg_imp},
       {"wgmma specialised, on the block", fl, gw_blk},
       {"wgmma specialised, gathering its rows", fl, gw_imp},
+      {"wgmma specialised + persistent, on the block", fl, gp_blk},
+      {"wgmma specialised + persistent, gathering its rows", fl, gp_imp},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {
