@@ -227,35 +227,71 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
-/* PERSIST: a grid of at most one block per SM walks the tiles (n fastest), the ring's slices counted across them, so
- * that the producer loads the next tile while the consumers store the last one; else one tile a block. */
-template <bool PERSIST>
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+/* the address of this CTA's shared variable `addr` in the shared memory of cluster CTA `rank` */
+__device__ __forceinline__ uint32_t mapa(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
+                                               uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+/* PERSIST: a grid of at most one block per SM walks the work units (n fastest), the ring's slices counted across
+ * them, so that the producer loads the next unit while the consumers store the last one; else one unit a block.
+ * CL = 2 (PERSIST only): clusters of two CTAs take m-tiles 2u and 2u+1 of the same W tile, and each CTA loads half
+ * of every W slice by TMA multicast into both (halving the W slices' L2 traffic); a stage is free again once the
+ * consumers of both CTAs released it (empty counts 8 warps of each). */
+template <bool PERSIST, int CL>
 __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant__ CUtensorMap wmap, gg_args a) {
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   __shared__ __align__(8) uint64_t bars[2 * kStages];
   const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
   const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
-  const int tiles_n = (a.N + kBN - 1) / kBN, tiles = tiles_n * ((a.M + kBM - 1) / kBM);
-  const int first = PERSIST ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
-  const int stride = PERSIST ? (int)gridDim.x : tiles;
+  const uint32_t rank = CL > 1 ? cluster_rank() : 0u;
+  const int tiles_n = (a.N + kBN - 1) / kBN, tiles_m = (a.M + kBM - 1) / kBM;
+  const int units = tiles_n * ((tiles_m + CL - 1) / CL);
+  const int first = PERSIST ? (int)blockIdx.x / CL : (int)(blockIdx.y * gridDim.x + blockIdx.x);
+  const int stride = PERSIST ? (int)gridDim.x / CL : units;
   constexpr int KB = kK / kBK;
   auto sa = [&](int s) { return base + (uint32_t)(s * kStage); };
   auto sb = [&](int s) { return base + (uint32_t)(s * kStage + kAStage); };
+  auto tile_n0 = [&](int u) { return (u % tiles_n) * kBN; };
+  auto tile_m0 = [&](int u) { return ((u / tiles_n) * CL + (int)rank) * kBM; };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full0 + 8 * s, 128 + 1);
-      mbar_init(empty0 + 8 * s, 8); /* lane 0 of each consumer warp */
+      mbar_init(empty0 + 8 * s, 8 * CL); /* lane 0 of each consumer warp of each CTA */
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if (CL > 1)
+    cluster_sync();
+  else
+    __syncthreads();
   if (wg == 0) {
     /* producer: thread t copies 16-byte column c = t % 8 of rows t/8 + 16 i */
     const int c = t & 7;
     int g = 0; /* slices through the ring so far */
-    for (int tile = first; tile < tiles; tile += stride) {
-      const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
+    for (int u = first; u < units; u += stride) {
+      const int n0 = tile_n0(u), m0 = tile_m0(u);
       const __nv_bfloat16* rowp[kBM / 16];
       int bytes[kBM / 16];
 #pragma unroll
@@ -272,7 +308,11 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
         if (g >= kStages) mbar_wait(empty0 + 8 * s, ((g / kStages) - 1) & 1);
         if (t == 0) {
           mbar_arrive_tx(full0 + 8 * s, (uint32_t)kBStage);
-          tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
+          if (CL > 1)
+            tma_load_2d_mc(sb(s) + rank * (uint32_t)(kBStage / CL), &wmap, kb * kBK, n0 + (int)rank * (kBN / CL),
+                           full0 + 8 * s, (uint16_t)((1u << CL) - 1u));
+          else
+            tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
         }
 #pragma unroll
         for (int i = 0; i < kBM / 16; ++i) {
@@ -296,55 +336,67 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
         cp_async_arrive(full0 + 8 * s);
       }
     }
-    return;
-  }
-  /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of each tile */
-  const int cw = wg - 1, lane = threadIdx.x & 31, w = (t >> 5) & 3;
-  int g = 0;
-  for (int tile = first; tile < tiles; tile += stride) {
-    const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
-    float d[128];
+  } else {
+    /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of each tile */
+    const int cw = wg - 1, lane = threadIdx.x & 31, w = (t >> 5) & 3;
+    auto release = [&](int slice) {
+      if (lane != 0) return;
+      const uint32_t e = empty0 + 8 * (uint32_t)(slice % kStages);
+      if (CL > 1) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-    for (int kb = 0; kb < KB; ++kb, ++g) {
-      const int s = g % kStages;
-      mbar_wait(full0 + 8 * s, (g / kStages) & 1);
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        for (int q = 0; q < CL; ++q) mbar_arrive_cluster(mapa(e, (uint32_t)q));
+      } else {
+        mbar_arrive(e);
+      }
+    };
+    int g = 0;
+    for (int u = first; u < units; u += stride) {
+      const int n0 = tile_n0(u), m0 = tile_m0(u);
+      float d[128];
 #pragma unroll
-      for (int k = 0; k < kBK / 16; ++k)
-        gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)),
-                            desc_k128(sb(s) + (uint32_t)(k * 32)));
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % kStages));
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((g - 1) % kStages)); /* the tile's last slice */
-    const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
+      for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+      for (int kb = 0; kb < KB; ++kb, ++g) {
+        const int s = g % kStages;
+        mbar_wait(full0 + 8 * s, (g / kStages) & 1);
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = n0 + 8 * j + 2 * (lane & 3);
-      if (col >= a.N) continue;
-      const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+        for (int k = 0; k < kBK / 16; ++k)
+          gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)),
+                              desc_k128(sb(s) + (uint32_t)(k * 32)));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kb > 0) release(g - 1);
+      }
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      release(g - 1); /* the unit's last slice */
+      const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = r0 + 8 * h;
-        if (row < a.M) {
-          const __nv_bfloat162 v =
-              __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
-          *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      for (int j = 0; j < 32; ++j) {
+        const int col = n0 + 8 * j + 2 * (lane & 3);
+        if (col >= a.N) continue;
+        const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = r0 + 8 * h;
+          if (row < a.M) {
+            const __nv_bfloat162 v =
+                __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
+            *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+          }
         }
       }
     }
   }
+  /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
+  if (CL > 1) cluster_sync();
 }
 
-/* W (N, kK) bf16 row-major as a 2-D tensor map: boxes of 64 columns x 256 rows, the 128-byte swizzle */
-bool make_wmap(CUtensorMap* map, const void* W, int N) {
+/* W (N, kK) bf16 row-major as a 2-D tensor map: boxes of 64 columns x box_rows rows, the 128-byte swizzle */
+bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
   const cuuint64_t dims[2] = {(cuuint64_t)kK, (cuuint64_t)N};
   const cuuint64_t strides[1] = {(cuuint64_t)kK * 2};
-  const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)kBN}, estr[2] = {1, 1};
+  const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows}, estr[2] = {1, 1};
   const CUresult r = cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(W), dims,
                                             strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -353,12 +405,28 @@ bool make_wmap(CUtensorMap* map, const void* W, int N) {
   return r == CUDA_SUCCESS;
 }
 
-fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks, cudaStream_t s) {
+fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks, int cl, cudaStream_t s) {
   const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
-  if (persist_blocks > 0)
-    gw_kernel<true><<<std::min(persist_blocks, tn * tm), kWThreads, kSmem, s>>>(map, a);
-  else
-    gw_kernel<false><<<dim3((unsigned)tn, (unsigned)tm), kWThreads, kSmem, s>>>(map, a);
+  if (cl == 2) {
+    const int units = tn * ((tm + 1) / 2), blocks = 2 * std::min(persist_blocks / 2, units);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(kWThreads);
+    cfg.dynamicSmemBytes = kSmem;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, gw_kernel<true, 2>, map, a) != cudaSuccess) return FH_ERR_DEVICE;
+  } else if (persist_blocks > 0) {
+    gw_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kWThreads, kSmem, s>>>(map, a);
+  } else {
+    gw_kernel<false, 1><<<dim3((unsigned)tn, (unsigned)tm), kWThreads, kSmem, s>>>(map, a);
+  }
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
@@ -526,10 +594,11 @@ int main(int argc, char** argv) {
   ai.Y = static_cast<__nv_bfloat16*>(y2);
   auto gg_blk = [=]() { return launch_gg(ab, s); };
   auto gg_imp = [=]() { return launch_gg(ai, s); };
-  CUtensorMap wmap;
-  if (!make_wmap(&wmap, W, N)) return 1;
-  CK(cudaFuncSetAttribute(gw_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(gw_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CUtensorMap wmap, wmap2;
+  if (!make_wmap(&wmap, W, N, kBN) || !make_wmap(&wmap2, W, N, kBN / 2)) return 1;
+  CK(cudaFuncSetAttribute(gw_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(gw_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(gw_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   void *y3 = nullptr, *y4 = nullptr;
   CK(cudaMalloc(&y3, (size_t)M * N * 2));
   CK(cudaMalloc(&y4, (size_t)M * N * 2));
@@ -537,16 +606,24 @@ int main(int argc, char** argv) {
   wb.Y = static_cast<__nv_bfloat16*>(y3);
   wi.Y = static_cast<__nv_bfloat16*>(y4);
   const int sms = prop.multiProcessorCount;
-  auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, s); };
-  auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, s); };
+  auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, 1, s); };
+  auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, 1, s); };
   gg_args pb = wb, pi = wi;
   void *y5 = nullptr, *y6 = nullptr;
   CK(cudaMalloc(&y5, (size_t)M * N * 2));
   CK(cudaMalloc(&y6, (size_t)M * N * 2));
   pb.Y = static_cast<__nv_bfloat16*>(y5);
   pi.Y = static_cast<__nv_bfloat16*>(y6);
-  auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, s); };
-  auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, s); };
+  auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, 1, s); };
+  auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, 1, s); };
+  gg_args cb = wb, ci = wi;
+  void *y7 = nullptr, *y8 = nullptr;
+  CK(cudaMalloc(&y7, (size_t)M * N * 2));
+  CK(cudaMalloc(&y8, (size_t)M * N * 2));
+  cb.Y = static_cast<__nv_bfloat16*>(y7);
+  ci.Y = static_cast<__nv_bfloat16*>(y8);
+  auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
+  auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   /* correctness */
   CK(cudaMemsetAsync(y1, 0xff, (size_t)M * N * 2, s));
@@ -555,8 +632,10 @@ int main(int argc, char** argv) {
   CK(cudaMemsetAsync(y4, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y5, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y6, 0xff, (size_t)M * N * 2, s));
+  CK(cudaMemsetAsync(y7, 0xff, (size_t)M * N * 2, s));
+  CK(cudaMemsetAsync(y8, 0xff, (size_t)M * N * 2, s));
   const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
-  const fh_status rv[6] = {gg_blk(), gg_imp(), gw_blk(), gw_imp(), gp_blk(), gp_imp()};
+  const fh_status rv[8] = {gg_blk(), gg_imp(), gw_blk(), gw_imp(), gp_blk(), gp_imp(), gc_blk(), gc_imp()};
   CK(cudaStreamSynchronize(s));
   bool launched = r0 == FH_OK && r1 == FH_OK;
   for (fh_status r : rv) launched = launched && r == FH_OK;
@@ -566,14 +645,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t n_out = (size_t)M * N;
-  std::vector<__nv_bfloat16> h[7];
-  void* ys[7] = {y0, y1, y2, y3, y4, y5, y6};
-  for (int q = 0; q < 7; ++q) {
+  std::vector<__nv_bfloat16> h[9];
+  void* ys[9] = {y0, y1, y2, y3, y4, y5, y6, y7, y8};
+  for (int q = 0; q < 9; ++q) {
     h[q].resize(n_out);
     CK(cudaMemcpy(h[q].data(), ys[q], n_out * 2, cudaMemcpyDeviceToHost));
   }
-  const char* vname[6] = {"simple, block",       "simple, gather",     "specialised, block",
-                          "specialised, gather", "persistent, block", "persistent, gather"};
+  const char* vname[8] = {"simple, block",       "simple, gather",     "specialised, block",
+                          "specialised, gather", "persistent, block", "persistent, gather",
+                          "cluster 2, block",    "cluster 2, gather"};
   int bad = 0;
   size_t pos = 0;
   double ymax = 0.0;
@@ -583,7 +663,7 @@ int main(int argc, char** argv) {
     pos += ref > 0.0;
   }
   printf("cuBLASLt: max |y| %.3g, %.1f%% positive\n", ymax, 100.0 * pos / n_out);
-  for (int q = 1; q < 7; ++q) {
+  for (int q = 1; q < 9; ++q) {
     size_t mism = 0, differ = 0;
     double worst = 0.0;
     for (size_t i = 0; i < n_out; ++i) {
@@ -613,6 +693,8 @@ int main(int argc, char** argv) {
       {"wgmma specialised, gathering its rows", fl, gw_imp},
       {"wgmma specialised + persistent, on the block", fl, gp_blk},
       {"wgmma specialised + persistent, gathering its rows", fl, gp_imp},
+      {"wgmma specialised + persistent, clusters of 2 (W multicast), on the block", fl, gc_blk},
+      {"wgmma specialised + persistent, clusters of 2 (W multicast), gathering", fl, gc_imp},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {
