@@ -21,7 +21,7 @@
  * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
  * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
  *
- *   gather_gemm_probe [B]
+ *   gather_gemm_probe [B] [cluster]   (cluster: the cluster variants only, against the same baselines)
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -520,6 +520,7 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
 
 int main(int argc, char** argv) {
   const int M = argc > 1 ? atoi(argv[1]) : 16384, N = 512;
+  const bool cluster_only = argc > 2 && strcmp(argv[2], "cluster") == 0;
   if (M <= 0 || M % 8) {
     fprintf(stderr, "gather_gemm_probe: B must be a positive multiple of 8 (got %s)\n", argv[1]);
     return 2;
@@ -635,10 +636,13 @@ int main(int argc, char** argv) {
   CK(cudaMemsetAsync(y7, 0xff, (size_t)M * N * 2, s));
   CK(cudaMemsetAsync(y8, 0xff, (size_t)M * N * 2, s));
   const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
-  const fh_status rv[8] = {gg_blk(), gg_imp(), gw_blk(), gw_imp(), gp_blk(), gp_imp(), gc_blk(), gc_imp()};
-  CK(cudaStreamSynchronize(s));
+  /* the cluster variants alone with "cluster" (a hang there must not cost the other variants' table) */
+  const std::function<fh_status()> vfn[8] = {gg_blk, gg_imp, gw_blk, gw_imp, gp_blk, gp_imp, gc_blk, gc_imp};
+  auto wanted = [&](int q) { return cluster_only == (q >= 6); };
   bool launched = r0 == FH_OK && r1 == FH_OK;
-  for (fh_status r : rv) launched = launched && r == FH_OK;
+  for (int q = 0; q < 8; ++q)
+    if (wanted(q)) launched = launched && vfn[q]() == FH_OK;
+  CK(cudaStreamSynchronize(s));
   if (!launched) {
     fprintf(stderr, "gather_gemm_probe: a launch failed: %s / %s\n", fh_gemm_last_error(),
             cudaGetErrorString(cudaGetLastError()));
@@ -663,7 +667,9 @@ int main(int argc, char** argv) {
     pos += ref > 0.0;
   }
   printf("cuBLASLt: max |y| %.3g, %.1f%% positive\n", ymax, 100.0 * pos / n_out);
+  fflush(stdout);
   for (int q = 1; q < 9; ++q) {
+    if (!wanted(q - 1)) continue;
     size_t mism = 0, differ = 0;
     double worst = 0.0;
     for (size_t i = 0; i < n_out; ++i) {
@@ -671,33 +677,35 @@ int main(int argc, char** argv) {
       const double dd = fabs(v - ref), m = std::max(fabs(v), fabs(ref));
       worst = std::max(worst, dd);
       if (!(dd <= 2.0 * m / 128.0 + 1e-3)) ++mism; /* NaN (an unwritten output) counts */
-      differ += memcmp(&h[1][i], &h[q][i], 2) != 0;
+      differ += memcmp(&h[cluster_only ? 7 : 1][i], &h[q][i], 2) != 0;
     }
     printf("check wgmma %-20s max |wgmma - cuBLASLt| %.3g, %zu of %zu beyond 2 bf16 ulps + 1e-3; %zu differ from "
-           "the simple block variant\n", vname[q - 1], worst, mism, n_out, differ);
+           "the %s block variant\n", vname[q - 1], worst, mism, n_out, differ, cluster_only ? "cluster" : "simple");
     bad += mism != 0 || differ != 0;
   }
   struct row {
     const char* name;
     double flops;
     std::function<fh_status()> fn;
+    int kind; /* 0 a baseline, 1 a wgmma variant without clusters, 2 with */
   };
   const double fl = 2.0 * M * kK * N;
   std::vector<row> rows = {
-      {"gather: the paired block (1152 bf16 a sample)", 0.0, gather},
-      {"cuBLASLt on the block (bias + ReLU)", fl, cublas},
-      {"gather + cuBLASLt", fl, [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas(); }},
-      {"wgmma simple, on the block", fl, gg_blk},
-      {"wgmma simple, gathering its rows", fl, gg_imp},
-      {"wgmma specialised, on the block", fl, gw_blk},
-      {"wgmma specialised, gathering its rows", fl, gw_imp},
-      {"wgmma specialised + persistent, on the block", fl, gp_blk},
-      {"wgmma specialised + persistent, gathering its rows", fl, gp_imp},
-      {"wgmma specialised + persistent, clusters of 2 (W multicast), on the block", fl, gc_blk},
-      {"wgmma specialised + persistent, clusters of 2 (W multicast), gathering", fl, gc_imp},
+      {"gather: the paired block (1152 bf16 a sample)", 0.0, gather, 0},
+      {"cuBLASLt on the block (bias + ReLU)", fl, cublas, 0},
+      {"gather + cuBLASLt", fl, [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas(); }, 0},
+      {"wgmma simple, on the block", fl, gg_blk, 1},
+      {"wgmma simple, gathering its rows", fl, gg_imp, 1},
+      {"wgmma specialised, on the block", fl, gw_blk, 1},
+      {"wgmma specialised, gathering its rows", fl, gw_imp, 1},
+      {"wgmma specialised + persistent, on the block", fl, gp_blk, 1},
+      {"wgmma specialised + persistent, gathering its rows", fl, gp_imp, 1},
+      {"wgmma specialised + persistent, clusters of 2 (W multicast), on the block", fl, gc_blk, 2},
+      {"wgmma specialised + persistent, clusters of 2 (W multicast), gathering", fl, gc_imp, 2},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {
+    if (r.kind == (cluster_only ? 1 : 2)) continue;
     bool ok = true;
     const timing t = timed(s, r.fn, scrub, scrub_bytes, &ok);
     if (!ok) {
@@ -710,6 +718,7 @@ int main(int argc, char** argv) {
              r.flops / t.cold / 1e6);
     else
       printf("| %s | %.1f | | %.1f | |\n", r.name, t.warm, t.cold);
+    fflush(stdout);
   }
   fh_gemm_destroy(g);
   return bad ? 1 : 0;
