@@ -408,19 +408,28 @@ bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
 fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks, int cl, cudaStream_t s) {
   const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
   if (cl == 2) {
-    const int units = tn * ((tm + 1) / 2), blocks = 2 * std::min(persist_blocks / 2, units);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(kWThreads);
     cfg.dynamicSmemBytes = kSmem;
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
+    /* only as many clusters as can be resident at once (a GPC with an odd count of free SMs leaves one out): a
+     * persistent cluster that waits for another to finish all of its units doubles the tail */
+    static int resident = 0;
+    if (resident == 0) {
+      cfg.gridDim = dim3((unsigned)persist_blocks);
+      if (cudaOccupancyMaxActiveClusters(&resident, gw_kernel<true, 2>, &cfg) != cudaSuccess || resident <= 0)
+        resident = persist_blocks / 2;
+      printf("cluster variant: %d clusters of 2 resident at once\n", resident);
+    }
+    const int units = tn * ((tm + 1) / 2);
+    cfg.gridDim = dim3((unsigned)(2 * std::min(resident, units)));
     if (cudaLaunchKernelEx(&cfg, gw_kernel<true, 2>, map, a) != cudaSuccess) return FH_ERR_DEVICE;
   } else if (persist_blocks > 0) {
     gw_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kWThreads, kSmem, s>>>(map, a);
