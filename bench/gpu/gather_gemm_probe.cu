@@ -105,6 +105,29 @@ __device__ __forceinline__ void gg_wgmma_m64n256k16(float (&d)[128], uint64_t da
       : "l"(da), "l"(db), "r"(1));
 }
 
+/* One warpgroup's 64 x 256 accumulator tile (rows m0.., columns n0..) + bias, ReLU, as bf16 into a.Y. The layout
+ * (m64nNk16, f32): warp w of the warpgroup has rows 16w..16w+15; per n8 group j, lane l holds (row l/4, columns
+ * 8j + 2(l%4) + {0,1}) in d[4j], d[4j+1] and row l/4 + 8 in d[4j+2], d[4j+3]. */
+__device__ __forceinline__ void gg_store(const gg_args& a, const float (&d)[128], int m0, int n0) {
+  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
+  const int r0 = m0 + w * 16 + (lane >> 2);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int col = n0 + 8 * j + 2 * (lane & 3);
+    if (col >= a.N) continue;
+    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r0 + 8 * h;
+      if (row < a.M) {
+        const __nv_bfloat162 v =
+            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
+        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      }
+    }
+  }
+}
+
 /* K slice kb of the block's A rows (kBM x 64) and W rows (kBN x 64) into stage buffers sa, sb */
 __device__ __forceinline__ void gg_load(const gg_args& a, int m0, int n0, int kb, uint32_t sa, uint32_t sb) {
   const int tid = threadIdx.x;
@@ -170,25 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) gg_kernel(gg_args a) {
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  /* accumulator layout (m64nNk16, f32): warp w of the warpgroup has rows 16w..16w+15; per n8 group j, lane l holds
-   * (row l/4, cols 8j + 2(l%4) + {0,1}) in d[4j], d[4j+1] and row l/4 + 8 in d[4j+2], d[4j+3] */
-  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
-  const int r0 = m0 + wg * 64 + w * 16 + (lane >> 2);
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int col = n0 + 8 * j + 2 * (lane & 3);
-    if (col >= a.N) continue;
-    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = r0 + 8 * h;
-      if (row < a.M) {
-        const __nv_bfloat162 v =
-            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
-        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
-      }
-    }
-  }
+  gg_store(a, d, m0 + wg * 64, n0);
 }
 
 /* ---- gw_kernel: the same tile, warp-specialised. Warpgroup 0 produces: its 128 threads copy the A slice with
@@ -338,7 +343,7 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
     }
   } else {
     /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of each tile */
-    const int cw = wg - 1, lane = threadIdx.x & 31, w = (t >> 5) & 3;
+    const int cw = wg - 1, lane = threadIdx.x & 31;
     auto release = [&](int slice) {
       if (lane != 0) return;
       const uint32_t e = empty0 + 8 * (uint32_t)(slice % kStages);
@@ -370,22 +375,7 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
       release(g - 1); /* the unit's last slice */
-      const int r0 = m0 + cw * 64 + w * 16 + (lane >> 2);
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int col = n0 + 8 * j + 2 * (lane & 3);
-        if (col >= a.N) continue;
-        const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = r0 + 8 * h;
-          if (row < a.M) {
-            const __nv_bfloat162 v =
-                __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
-            *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
-          }
-        }
-      }
+      gg_store(a, d, m0 + cw * 64, n0);
     }
   }
   /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
@@ -468,19 +458,6 @@ fh_status launch_gg(const gg_args& a, cudaStream_t s) {
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
-void* bf16_buffer(size_t n, float amp, unsigned seed) {
-  std::vector<__nv_bfloat16> h(n);
-  unsigned st = seed * 2654435761u + 1u;
-  for (size_t i = 0; i < n; ++i) {
-    st = st * 1664525u + 1013904223u;
-    h[i] = __float2bfloat16(amp * ((float)(st >> 8) / 8388608.0f - 1.0f));
-  }
-  void* d = nullptr;
-  if (cudaMalloc(&d, n * 2) != cudaSuccess) return nullptr;
-  cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice);
-  return d;
-}
-
 struct timing {
   double warm, cold;
 };
@@ -546,8 +523,8 @@ int main(int argc, char** argv) {
   }
   void* ws = nullptr;
   CK(cudaMalloc(&ws, fh_gemm_workspace_bytes()));
-  void* feat = bf16_buffer((size_t)n_bars * kF, 1.0f, 1);
-  void* acc = bf16_buffer((size_t)M * 8, 1.0f, 2);
+  void* feat = fh_probe_bf16_buffer((size_t)n_bars * kF, 1.0f, 1);
+  void* acc = fh_probe_bf16_buffer((size_t)M * 8, 1.0f, 2);
   /* W in the s run's arrangement: account columns 0..7, zeros to kMkt, the market columns after */
   std::vector<__nv_bfloat16> hw((size_t)N * kK);
   unsigned st = 12345u;
@@ -560,7 +537,7 @@ int main(int argc, char** argv) {
   void* W = nullptr;
   CK(cudaMalloc(&W, hw.size() * 2));
   CK(cudaMemcpy(W, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
-  void* bias = bf16_buffer((size_t)N, 0.1f, 3);
+  void* bias = fh_probe_bf16_buffer((size_t)N, 0.1f, 3);
   std::vector<int32_t> hb((size_t)M);
   for (int j = 0; j < M; ++j) {
     st = st * 1664525u + 1013904223u;

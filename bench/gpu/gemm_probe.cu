@@ -26,20 +26,6 @@
 
 namespace {
 
-/* a device buffer of n bf16 values, uniform in [-a, a] */
-void* bf16_buffer(size_t n, float a, unsigned seed) {
-  std::vector<__nv_bfloat16> h(n);
-  unsigned s = seed * 2654435761u + 1u;
-  for (size_t i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    h[i] = __float2bfloat16(a * ((float)(s >> 8) / 8388608.0f - 1.0f));
-  }
-  void* d = nullptr;
-  if (cudaMalloc(&d, n * sizeof(__nv_bfloat16)) != cudaSuccess) return nullptr;
-  cudaMemcpy(d, h.data(), n * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
-  return d;
-}
-
 void* zeros(size_t bytes) {
   void* d = nullptr;
   if (cudaMalloc(&d, bytes) != cudaSuccess) return nullptr;
@@ -93,22 +79,22 @@ int main(int argc, char** argv) {
   }
   void* ws = zeros(fh_gemm_workspace_bytes());
   /* activations and gradients (bf16), weights (bf16), fp32 weight gradients, masks */
-  void* x = bf16_buffer((size_t)B * P, 1.0f, 1);
-  void* w1 = bf16_buffer((size_t)H1 * K1, 0.03f, 2);
-  void* w2 = bf16_buffer((size_t)H2 * H1, 0.05f, 3);
-  void* wh = bf16_buffer((size_t)HH * H2, 0.05f, 4);
-  void* wo = bf16_buffer((size_t)208 * HD, 0.05f, 5);
-  void* bias = bf16_buffer(1024, 0.1f, 6);
-  void* a1 = bf16_buffer((size_t)B2 * H1, 1.0f, 7);
-  void* a2 = bf16_buffer((size_t)B2 * H2, 1.0f, 8);
-  void* ah = bf16_buffer((size_t)B2 * HH, 1.0f, 9);
+  void* x = fh_probe_bf16_buffer((size_t)B * P, 1.0f, 1);
+  void* w1 = fh_probe_bf16_buffer((size_t)H1 * K1, 0.03f, 2);
+  void* w2 = fh_probe_bf16_buffer((size_t)H2 * H1, 0.05f, 3);
+  void* wh = fh_probe_bf16_buffer((size_t)HH * H2, 0.05f, 4);
+  void* wo = fh_probe_bf16_buffer((size_t)208 * HD, 0.05f, 5);
+  void* bias = fh_probe_bf16_buffer(1024, 0.1f, 6);
+  void* a1 = fh_probe_bf16_buffer((size_t)B2 * H1, 1.0f, 7);
+  void* a2 = fh_probe_bf16_buffer((size_t)B2 * H2, 1.0f, 8);
+  void* ah = fh_probe_bf16_buffer((size_t)B2 * HH, 1.0f, 9);
   const int OUT_ALL = OUT[0] + OUT[1] + OUT[2] + OUT[3];   /* the head outputs side by side: 584 */
   void* lg = zeros((size_t)B2 * OUT_ALL * 2);
-  void* wblk = bf16_buffer((size_t)OUT_ALL * HH, 0.05f, 14);  /* (as if) block-diagonal: head k's rows, its K block */
-  void* dl = bf16_buffer((size_t)B * 208, 0.01f, 10);
-  void* dah = bf16_buffer((size_t)B * HH, 0.01f, 11);
-  void* da2 = bf16_buffer((size_t)B * H2, 0.01f, 12);
-  void* da1 = bf16_buffer((size_t)B * H1, 0.01f, 13);
+  void* wblk = fh_probe_bf16_buffer((size_t)OUT_ALL * HH, 0.05f, 14);  /* (as if) block-diagonal: head k's rows, its K block */
+  void* dl = fh_probe_bf16_buffer((size_t)B * 208, 0.01f, 10);
+  void* dah = fh_probe_bf16_buffer((size_t)B * HH, 0.01f, 11);
+  void* da2 = fh_probe_bf16_buffer((size_t)B * H2, 0.01f, 12);
+  void* da1 = fh_probe_bf16_buffer((size_t)B * H1, 0.01f, 13);
   float* dw = static_cast<float*>(zeros((size_t)H1 * 1032 * sizeof(float)));
   const int64_t mld = 512; /* mask bits per row (a multiple of 128 >= every width here) */
   void* mbits = zeros((size_t)B2 * mld / 8);

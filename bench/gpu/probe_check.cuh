@@ -1,12 +1,16 @@
 /*
- * probe_check.cuh — the GPU probes' CUDA error check (bench/gpu/*_probe.cu): FH_PROBE_CK(call, rc) prints the failed
- * call with its file, line and CUDA's message and returns rc from the enclosing function (main).
+ * probe_check.cuh — what the GPU probes (bench/gpu/*_probe.cu) share: FH_PROBE_CK(call, rc) prints the failed call
+ * with its file, line and CUDA's message and returns rc from the enclosing function (main); fh_probe_bf16_buffer
+ * fills a device buffer with reproducible bf16 values.
  */
 #ifndef FH_PROBE_CHECK_CUH
 #define FH_PROBE_CHECK_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+
+#include <vector>
 
 #define FH_PROBE_CK(x, rc)                                                                 \
   do {                                                                                     \
@@ -16,5 +20,23 @@
       return rc;                                                                           \
     }                                                                                      \
   } while (0)
+
+/* a device buffer of n bf16 values, uniform in [-amp, amp] from a linear congruential sequence seeded by `seed`;
+ * nullptr when the allocation fails */
+static inline void* fh_probe_bf16_buffer(size_t n, float amp, unsigned seed) {
+  std::vector<__nv_bfloat16> h(n);
+  unsigned s = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    h[i] = __float2bfloat16(amp * ((float)(s >> 8) / 8388608.0f - 1.0f));
+  }
+  void* d = nullptr;
+  if (cudaMalloc(&d, n * sizeof(__nv_bfloat16)) != cudaSuccess) return nullptr;
+  if (cudaMemcpy(d, h.data(), n * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaFree(d);
+    return nullptr;
+  }
+  return d;
+}
 
 #endif /* FH_PROBE_CHECK_CUH */
