@@ -469,19 +469,10 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
       *ok = false;
       return t;
     }
+  const double best = fh_probe_best_us(s, fn, 50);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < 50; ++i) fn();
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    best = std::min(best, ms * 1e3 / 50);
-  }
   std::vector<double> cold;
   for (int i = 0; i < 20; ++i) {
     cudaMemsetAsync(scrub, i & 0xff, scrub_bytes, s);

@@ -40,21 +40,7 @@ double timed(cudaStream_t s, const std::function<fh_status()>& fn, bool* ok, int
       *ok = false;
       return 0.0;
     }
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    cudaEventRecord(e0, s);
-    for (int i = 0; i < reps; ++i) fn();
-    cudaEventRecord(e1, s);
-    cudaEventSynchronize(e1);
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (ms * 1e3 / reps < best) best = ms * 1e3 / reps;
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const double best = fh_probe_best_us(s, fn, reps);
   *ok = cudaGetLastError() == cudaSuccess;
   return best;
 }
