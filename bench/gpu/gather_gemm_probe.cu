@@ -8,16 +8,21 @@
  *
  *   gather          a block of 1152 bf16 a sample, as the paired gather writes it (account, 67 bars, account')
  *   cuBLASLt        the s run on that block through the library's wrapper (autotuned), as the step runs it
- *   wgmma, block    gg_kernel reading the materialised block (a plain row-major A, ld 1152)
- *   wgmma, gather   gg_kernel reading each row's window from the feature matrix by its bar (implicit gather)
+ *   wgmma kernels, each reading either the materialised block (a plain row-major A, ld 1152) or each row's window
+ *   from the feature matrix by its bar (the implicit gather):
+ *     simple        gg_kernel: every thread copies and computes, a block barrier a K slice
+ *     specialised   gw_kernel: a producer warpgroup (cp.async rows, TMA W slices) and two consumer warpgroups
+ *                   joined by full/empty mbarriers, one tile a block
+ *     persistent    gw_kernel walking the tiles with at most one block an SM
+ *     cluster 2     gw_kernel persistent in clusters of two CTAs that share each W slice by TMA multicast
  *
- * gg_kernel: Hopper warpgroup MMA (wgmma.mma_async m64n256k16, bf16 in, fp32 accumulate), block tile 128 x 256,
- * two consumer warpgroups of 64 rows, K slices of 64 (one 128-byte swizzled row a tile row), a 4-stage cp.async
- * ring (16-byte copies, zero-filled outside the data), both operands K-major in shared memory with the 128-byte
+ * Every kernel: Hopper warpgroup MMA (wgmma.mma_async m64n256k16, bf16 in, fp32 accumulate), block tile 128 x 256,
+ * two consumer warpgroups of 64 rows, K slices of 64 (one 128-byte swizzled row a tile row), a 4-stage ring
+ * (cp.async 16-byte copies zero-filled outside the data), both operands K-major in shared memory with the 128-byte
  * swizzle the descriptors name. Epilogue from the accumulators: bias, ReLU, bf16x2 stores.
  *
- * Checks: both wgmma variants against cuBLASLt within 2 bf16 ulps (+1e-3), and the two variants bit for bit
- * against each other (the same sums in the same order). Timing: best of 3 rounds of 50 launches (L2 warm, as in
+ * Checks: every wgmma variant against cuBLASLt within 2 bf16 ulps (+1e-3), and bit for bit against the simple
+ * kernel on the block (the cluster run: against the cluster kernel on the block): the same sums in the same order. Timing: best of 3 rounds of 50 launches (L2 warm, as in
  * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
  * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
  *
