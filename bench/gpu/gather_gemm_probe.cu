@@ -22,7 +22,9 @@
  * swizzle the descriptors name. Epilogue from the accumulators: bias, ReLU, bf16x2 stores.
  *
  * Checks: every wgmma variant against cuBLASLt within 2 bf16 ulps (+1e-3), and bit for bit against the simple
- * kernel on the block (the cluster run: against the cluster kernel on the block): the same sums in the same order. Timing: best of 3 rounds of 50 launches (L2 warm, as in
+ * kernel on the block (the cluster run: against the cluster kernel on the block): the same sums in the same order.
+ * The epilogue can also write the ReLU bit mask the backward reads (cuBLASLt's RELU_AUX layout); its bits are
+ * checked against cuBLASLt's mask and against the outputs' signs. Timing: best of 3 rounds of 50 launches (L2 warm, as in
  * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
  * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
  *
@@ -61,6 +63,8 @@ struct gg_args {
   const __nv_bfloat16* W;    /* (N, kK) */
   const __nv_bfloat16* bias; /* (N) */
   __nv_bfloat16* Y;          /* (M, N) */
+  uint32_t* mask;            /* optional: the ReLU bit mask, cuBLASLt's RELU_AUX layout (bit c of row r at r * mask_ld + c) */
+  int64_t mask_ld;           /* bits a row, a multiple of 128 >= N */
   int M, N;
 };
 
@@ -116,18 +120,30 @@ __device__ __forceinline__ void gg_wgmma_m64n256k16(float (&d)[128], uint64_t da
 __device__ __forceinline__ void gg_store(const gg_args& a, const float (&d)[128], int m0, int n0) {
   const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
   const int r0 = m0 + w * 16 + (lane >> 2);
+  uint32_t word[2] = {0u, 0u}; /* a.mask: the bits of 32 columns of rows r0 and r0 + 8, built four groups at a time */
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
     const int col = n0 + 8 * j + 2 * (lane & 3);
-    if (col >= a.N) continue;
-    const float b0 = __bfloat162float(a.bias[col]), b1 = __bfloat162float(a.bias[col + 1]);
+    const bool in = col < a.N;
+    const float b0 = in ? __bfloat162float(a.bias[col]) : 0.0f, b1 = in ? __bfloat162float(a.bias[col + 1]) : 0.0f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = r0 + 8 * h;
-      if (row < a.M) {
-        const __nv_bfloat162 v =
-            __floats2bfloat162_rn(fmaxf(d[4 * j + 2 * h] + b0, 0.0f), fmaxf(d[4 * j + 2 * h + 1] + b1, 0.0f));
-        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) = v;
+      const float y0 = d[4 * j + 2 * h] + b0, y1 = d[4 * j + 2 * h + 1] + b1;
+      if (in && row < a.M)
+        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) =
+            __floats2bfloat162_rn(fmaxf(y0, 0.0f), fmaxf(y1, 0.0f));
+      if (a.mask) {
+        /* the 8 bits of group j of this row: 2 from each lane of the quad */
+        uint32_t bits = in ? ((y0 > 0.0f ? 1u : 0u) | (y1 > 0.0f ? 2u : 0u)) << (2 * (lane & 3)) : 0u;
+        bits |= __shfl_xor_sync(0xffffffffu, bits, 1);
+        bits |= __shfl_xor_sync(0xffffffffu, bits, 2);
+        word[h] |= bits << (8 * (j & 3));
+        if ((j & 3) == 3) {
+          if ((lane & 3) == 0 && row < a.M)
+            a.mask[((int64_t)row * a.mask_ld + n0) / 32 + j / 4] = word[h];
+          word[h] = 0u;
+        }
       }
     }
   }
@@ -599,6 +615,19 @@ int main(int argc, char** argv) {
   pi.Y = static_cast<__nv_bfloat16*>(y6);
   auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, 1, s); };
   auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, 1, s); };
+  /* the ReLU bit mask the backward reads (the step writes it for the s rows): cuBLASLt's against the epilogue's */
+  const int64_t mld = 512;
+  void *mbits0 = nullptr, *mbits1 = nullptr;
+  CK(cudaMalloc(&mbits0, (size_t)M * mld / 8));
+  CK(cudaMalloc(&mbits1, (size_t)M * mld / 8));
+  auto cublas_mask = [=]() {
+    return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N,
+                       fh_relu_mask{mbits0, mld});
+  };
+  gg_args pm = pi;
+  pm.mask = static_cast<uint32_t*>(mbits1);
+  pm.mask_ld = mld;
+  auto gp_imp_mask = [=]() { return launch_gw(wmap, pm, sms, 1, s); };
   gg_args cb = wb, ci = wi;
   void *y7 = nullptr, *y8 = nullptr;
   CK(cudaMalloc(&y7, (size_t)M * N * 2));
@@ -665,6 +694,34 @@ int main(int argc, char** argv) {
            "the %s block variant\n", vname[q - 1], worst, mism, n_out, differ, cluster_only ? "cluster" : "simple");
     bad += mism != 0 || differ != 0;
   }
+  if (!cluster_only) {
+    CK(cudaMemsetAsync(mbits0, 0xff, (size_t)M * mld / 8, s));
+    CK(cudaMemsetAsync(mbits1, 0x5a, (size_t)M * mld / 8, s));
+    const fh_status m0 = cublas_mask(), m1 = gp_imp_mask();
+    CK(cudaStreamSynchronize(s));
+    std::vector<uint32_t> b0((size_t)M * mld / 32), b1(b0.size());
+    CK(cudaMemcpy(b0.data(), mbits0, b0.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b1.data(), mbits1, b1.size() * 4, cudaMemcpyDeviceToHost));
+    size_t off = 0, wrong_y = 0;
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < N; c += 32) {
+        const size_t w = ((size_t)r * mld + c) / 32;
+        off += __builtin_popcount(b0[w] ^ b1[w]);
+      }
+    /* and the epilogue's bits against its own outputs: bit set exactly where y > 0 */
+    std::vector<__nv_bfloat16> yh((size_t)M * N);
+    CK(cudaMemcpy(yh.data(), pm.Y, yh.size() * 2, cudaMemcpyDeviceToHost));
+    for (int r = 0; r < M; ++r)
+      for (int c = 0; c < N; ++c) {
+        const bool bit = (b1[((size_t)r * mld + c) / 32] >> (c % 32)) & 1u;
+        wrong_y += bit != (__bfloat162float(yh[(size_t)r * N + c]) > 0.0f);
+      }
+    printf("check ReLU mask (persistent, gather): %s; %zu of %zu bits differ from cuBLASLt's RELU_AUX mask, %zu "
+           "disagree with the outputs' signs\n",
+           m0 == FH_OK && m1 == FH_OK ? "ran" : "FAILED", off, (size_t)M * N, wrong_y);
+    bad += m0 != FH_OK || m1 != FH_OK || off != 0 || wrong_y != 0;
+    fflush(stdout);
+  }
   struct row {
     const char* name;
     double flops;
@@ -682,6 +739,8 @@ int main(int argc, char** argv) {
       {"wgmma specialised, gathering its rows", fl, gw_imp, 1},
       {"wgmma specialised + persistent, on the block", fl, gp_blk, 1},
       {"wgmma specialised + persistent, gathering its rows", fl, gp_imp, 1},
+      {"cuBLASLt on the block + ReLU mask", fl, cublas_mask, 1},
+      {"wgmma specialised + persistent, gathering + ReLU mask", fl, gp_imp_mask, 1},
       {"wgmma specialised + persistent, clusters of 2 (W multicast), on the block", fl, gc_blk, 2},
       {"wgmma specialised + persistent, clusters of 2 (W multicast), gathering", fl, gc_imp, 2},
   };
