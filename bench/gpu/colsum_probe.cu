@@ -72,19 +72,8 @@ static int count_diff(const std::vector<float>& got, const std::vector<float>& p
 
 template <class F>
 static float time_us(F launch, cudaStream_t s, int reps) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   for (int r = 0; r < 5; ++r) launch();
-  cudaEventRecord(e0, s);
-  for (int r = 0; r < reps; ++r) launch();
-  cudaEventRecord(e1, s);
-  cudaEventSynchronize(e1);
-  float ms = 0.0f;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return ms * 1000.0f / reps;
+  return (float)fh_probe_best_us(s, launch, reps, 1);
 }
 
 int main() {

@@ -149,28 +149,34 @@ __device__ __forceinline__ void gg_store(const gg_args& a, const float (&d)[128]
   }
 }
 
+/* The A operand's rows, 16-byte column c (of a K slice's 8): gg_row_base is row `row`'s base, so that its slice kb
+ * starts at base + kb * kBK (nullptr past the last row); gg_a_src is the column's source in slice kb and its byte
+ * count (the implicit gather's slice 0 is the account block: column 0 the 8 account features, the rest zeros) */
+__device__ __forceinline__ const __nv_bfloat16* gg_row_base(const gg_args& a, int row, int c) {
+  if (row >= a.M) return nullptr;
+  return a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8 : a.blk + (int64_t)row * kP + c * 8;
+}
+__device__ __forceinline__ const void* gg_a_src(const gg_args& a, const __nv_bfloat16* base, int row, int kb, int c,
+                                                int* bytes) {
+  *bytes = 0;
+  if (!base) return a.W; /* any valid address where nothing is read */
+  if (a.bar && kb == 0) {
+    if (c != 0) return a.W;
+    *bytes = 16;
+    return a.acc + (int64_t)row * 8;
+  }
+  *bytes = 16;
+  return base + kb * kBK;
+}
+
 /* K slice kb of the block's A rows (kBM x 64) and W rows (kBN x 64) into stage buffers sa, sb */
 __device__ __forceinline__ void gg_load(const gg_args& a, int m0, int n0, int kb, uint32_t sa, uint32_t sb) {
   const int tid = threadIdx.x;
 #pragma unroll
   for (int i = 0; i < kBM * 8 / kThreads; ++i) {
     const int q = tid + kThreads * i, r = q >> 3, c = q & 7, row = m0 + r;
-    const void* src = a.W; /* any valid address where nothing is read */
     int bytes = 0;
-    if (row < a.M) {
-      if (!a.bar) {
-        src = a.blk + (int64_t)row * kP + kb * kBK + c * 8;
-        bytes = 16;
-      } else if (kb == 0) {
-        if (c == 0) {
-          src = a.acc + (int64_t)row * 8;
-          bytes = 16;
-        }
-      } else {
-        src = a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF + (kb - 1) * kBK + c * 8;
-        bytes = 16;
-      }
-    }
+    const void* src = gg_a_src(a, gg_row_base(a, row, c), row, kb, c, &bytes);
     cp16(sa + swz(r, c), src, bytes);
   }
 #pragma unroll
@@ -318,17 +324,9 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
     int g = 0; /* slices through the ring so far */
     for (int u = first; u < units; u += stride) {
       const int n0 = tile_n0(u), m0 = tile_m0(u);
-      const __nv_bfloat16* rowp[kBM / 16];
-      int bytes[kBM / 16];
+      const __nv_bfloat16* rowp[kBM / 16]; /* the rows' bases, computed once a tile */
 #pragma unroll
-      for (int i = 0; i < kBM / 16; ++i) {
-        const int row = m0 + (t >> 3) + 16 * i;
-        bytes[i] = row < a.M ? 16 : 0;
-        rowp[i] = a.W;
-        if (row < a.M)
-          rowp[i] = a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8
-                          : a.blk + (int64_t)row * kP + c * 8;
-      }
+      for (int i = 0; i < kBM / 16; ++i) rowp[i] = gg_row_base(a, m0 + (t >> 3) + 16 * i, c);
       for (int kb = 0; kb < KB; ++kb, ++g) {
         const int s = g % kStages;
         if (g >= kStages) mbar_wait(empty0 + 8 * s, ((g / kStages) - 1) & 1);
@@ -342,22 +340,10 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
         }
 #pragma unroll
         for (int i = 0; i < kBM / 16; ++i) {
-          const int r = (t >> 3) + 16 * i, row = m0 + r;
-          const void* src = a.W;
+          const int r = (t >> 3) + 16 * i;
           int nb = 0;
-          if (!a.bar) {
-            src = rowp[i] + kb * kBK;
-            nb = bytes[i];
-          } else if (kb == 0) {
-            if (c == 0 && row < a.M) {
-              src = a.acc + (int64_t)row * 8;
-              nb = 16;
-            }
-          } else {
-            src = rowp[i] + kb * kBK;
-            nb = bytes[i];
-          }
-          cp16(sa(s) + swz(r, c), nb ? src : a.W, nb);
+          const void* src = gg_a_src(a, rowp[i], m0 + r, kb, c, &nb);
+          cp16(sa(s) + swz(r, c), src, nb);
         }
         cp_async_arrive(full0 + 8 * s);
       }
@@ -558,12 +544,14 @@ int main(int argc, char** argv) {
   int32_t* bar = nullptr;
   CK(cudaMalloc(&bar, hb.size() * 4));
   CK(cudaMemcpy(bar, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
-  void *blk = nullptr, *y0 = nullptr, *y1 = nullptr, *y2 = nullptr, *scrub = nullptr;
+  void *blk = nullptr, *scrub = nullptr;
   const size_t scrub_bytes = (size_t)256 << 20;
   CK(cudaMalloc(&blk, (size_t)M * kP * 2));
-  CK(cudaMalloc(&y0, (size_t)M * N * 2));
-  CK(cudaMalloc(&y1, (size_t)M * N * 2));
-  CK(cudaMalloc(&y2, (size_t)M * N * 2));
+  /* outputs: ys[0] cuBLASLt's, ys[1 + q] wgmma variant q's (vname below) */
+  constexpr int kVariants = 8;
+  void* ys[1 + kVariants] = {};
+  for (void*& y : ys) CK(cudaMalloc(&y, (size_t)M * N * 2));
+  void* const y0 = ys[0];
   CK(cudaMalloc(&scrub, scrub_bytes));
   if (!feat || !acc || !bias) {
     fprintf(stderr, "gather_gemm_probe: out of device memory\n");
@@ -584,13 +572,14 @@ int main(int argc, char** argv) {
   ab.blk = static_cast<const __nv_bfloat16*>(blk);
   ab.W = static_cast<const __nv_bfloat16*>(W);
   ab.bias = static_cast<const __nv_bfloat16*>(bias);
-  ab.Y = static_cast<__nv_bfloat16*>(y1);
+  auto out = [&](int q) { return static_cast<__nv_bfloat16*>(ys[1 + q]); };
+  ab.Y = out(0);
   ab.M = M;
   ab.N = N;
   gg_args ai = ab;
   ai.bar = bar;
   ai.acc = A;
-  ai.Y = static_cast<__nv_bfloat16*>(y2);
+  ai.Y = out(1);
   auto gg_blk = [=]() { return launch_gg(ab, s); };
   auto gg_imp = [=]() { return launch_gg(ai, s); };
   CUtensorMap wmap, wmap2;
@@ -598,21 +587,15 @@ int main(int argc, char** argv) {
   CK(cudaFuncSetAttribute(gw_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CK(cudaFuncSetAttribute(gw_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CK(cudaFuncSetAttribute(gw_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  void *y3 = nullptr, *y4 = nullptr;
-  CK(cudaMalloc(&y3, (size_t)M * N * 2));
-  CK(cudaMalloc(&y4, (size_t)M * N * 2));
   gg_args wb = ab, wi = ai;
-  wb.Y = static_cast<__nv_bfloat16*>(y3);
-  wi.Y = static_cast<__nv_bfloat16*>(y4);
+  wb.Y = out(2);
+  wi.Y = out(3);
   const int sms = prop.multiProcessorCount;
   auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, 1, s); };
   auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, 1, s); };
   gg_args pb = wb, pi = wi;
-  void *y5 = nullptr, *y6 = nullptr;
-  CK(cudaMalloc(&y5, (size_t)M * N * 2));
-  CK(cudaMalloc(&y6, (size_t)M * N * 2));
-  pb.Y = static_cast<__nv_bfloat16*>(y5);
-  pi.Y = static_cast<__nv_bfloat16*>(y6);
+  pb.Y = out(4);
+  pi.Y = out(5);
   auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, 1, s); };
   auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, 1, s); };
   /* the ReLU bit mask the backward reads (the step writes it for the s rows): cuBLASLt's against the epilogue's */
@@ -629,29 +612,19 @@ int main(int argc, char** argv) {
   pm.mask_ld = mld;
   auto gp_imp_mask = [=]() { return launch_gw(wmap, pm, sms, 1, s); };
   gg_args cb = wb, ci = wi;
-  void *y7 = nullptr, *y8 = nullptr;
-  CK(cudaMalloc(&y7, (size_t)M * N * 2));
-  CK(cudaMalloc(&y8, (size_t)M * N * 2));
-  cb.Y = static_cast<__nv_bfloat16*>(y7);
-  ci.Y = static_cast<__nv_bfloat16*>(y8);
+  cb.Y = out(6);
+  ci.Y = out(7);
   auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
   auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   /* correctness */
-  CK(cudaMemsetAsync(y1, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y2, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y3, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y4, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y5, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y6, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y7, 0xff, (size_t)M * N * 2, s));
-  CK(cudaMemsetAsync(y8, 0xff, (size_t)M * N * 2, s));
+  for (int q = 0; q < kVariants; ++q) CK(cudaMemsetAsync(out(q), 0xff, (size_t)M * N * 2, s)); /* NaN: unwritten */
   const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
   /* the cluster variants alone with "cluster" (a hang there must not cost the other variants' table) */
-  const std::function<fh_status()> vfn[8] = {gg_blk, gg_imp, gw_blk, gw_imp, gp_blk, gp_imp, gc_blk, gc_imp};
+  const std::function<fh_status()> vfn[kVariants] = {gg_blk, gg_imp, gw_blk, gw_imp, gp_blk, gp_imp, gc_blk, gc_imp};
   auto wanted = [&](int q) { return cluster_only == (q >= 6); };
   bool launched = r0 == FH_OK && r1 == FH_OK;
-  for (int q = 0; q < 8; ++q)
+  for (int q = 0; q < kVariants; ++q)
     if (wanted(q)) launched = launched && vfn[q]() == FH_OK;
   CK(cudaStreamSynchronize(s));
   if (!launched) {
@@ -660,15 +633,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const size_t n_out = (size_t)M * N;
-  std::vector<__nv_bfloat16> h[9];
-  void* ys[9] = {y0, y1, y2, y3, y4, y5, y6, y7, y8};
-  for (int q = 0; q < 9; ++q) {
+  std::vector<__nv_bfloat16> h[1 + kVariants];
+  for (int q = 0; q <= kVariants; ++q) {
     h[q].resize(n_out);
     CK(cudaMemcpy(h[q].data(), ys[q], n_out * 2, cudaMemcpyDeviceToHost));
   }
-  const char* vname[8] = {"simple, block",       "simple, gather",     "specialised, block",
-                          "specialised, gather", "persistent, block", "persistent, gather",
-                          "cluster 2, block",    "cluster 2, gather"};
+  const char* vname[kVariants] = {"simple, block",      "simple, gather",     "specialised, block",
+                                  "specialised, gather", "persistent, block", "persistent, gather",
+                                  "cluster 2, block",    "cluster 2, gather"};
   int bad = 0;
   size_t pos = 0;
   double ymax = 0.0;
@@ -679,7 +651,7 @@ int main(int argc, char** argv) {
   }
   printf("cuBLASLt: max |y| %.3g, %.1f%% positive\n", ymax, 100.0 * pos / n_out);
   fflush(stdout);
-  for (int q = 1; q < 9; ++q) {
+  for (int q = 1; q <= kVariants; ++q) {
     if (!wanted(q - 1)) continue;
     size_t mism = 0, differ = 0;
     double worst = 0.0;
