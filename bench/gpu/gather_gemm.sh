@@ -2,7 +2,8 @@
 # bench/gpu/gather_gemm.sh — build bench/gpu/gather_gemm_probe.cu (sm_90a: warpgroup MMA) against the library's
 # cuBLASLt wrapper and print its checks and its table: the first layer through the materialised block against a
 # GEMM that gathers its own rows. Arguments: B (default 16384), and `cluster` for the cluster variants alone.
-# GPU host only; the build log under $OUT/gather_gemm.
+# `dw`: the first layer's market weight gradient alone (cuBLASLt on the block against dw_kernel gathering its
+# rows). GPU host only; the build log under $OUT/gather_gemm.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; P=$OUT/gather_gemm; mkdir -p $P
@@ -12,7 +13,7 @@ nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Inative/inc
   bench/gpu/gather_gemm_probe.cu native/src/cuda/gemm_cublaslt.cpp kernels/gemm_ref.cu kernels/cuda_common.cu \
   -lcublasLt -lcuda -o $P/gather_gemm_probe >$P/build.log 2>&1 || { echo "gather_gemm_probe build failed"; tail -20 $P/build.log; exit 1; }
 fi
-grep -A3 -E "Compiling entry.*(gg_kernel|gw_kernel)" $P/build.log | grep -E "registers|spill"
+grep -A3 -E "Compiling entry.*(gg_kernel|gw_kernel|dw_kernel)" $P/build.log | grep -E "registers|spill"
 timeout ${GG_TIMEOUT:-120} $P/gather_gemm_probe "${1:-16384}" ${2:-}; rc=$?
 [ "${GG_REUSE:-0}" = 1 ] || rm -f $P/gather_gemm_probe
 exit $rc

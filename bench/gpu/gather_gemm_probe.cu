@@ -28,7 +28,9 @@
  * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
  * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
  *
- *   gather_gemm_probe [B] [cluster]   (cluster: the cluster variants only, against the same baselines)
+ * `dw` measures the weight gradient of the same layer's market columns instead (dw_kernel, dw_section).
+ *
+ *   gather_gemm_probe [B] [cluster|dw]   (cluster: the cluster variants only, against the same baselines)
  */
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -389,6 +391,176 @@ __global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant_
   if (CL > 1) cluster_sync();
 }
 
+/* ---- dw_kernel: the first layer's market weight gradient, gathering its rows: dW (N x kWindow kF, fp32) =
+ * dH^T Xm, K = the batch's samples, Xm's row j the market window of bar[j] read from the feature matrix. Both
+ * operands are MN-major in shared memory: a K slice of 64 samples is 64 lines of 128 bytes per 64-column atom (the
+ * line = the sample, the 128-byte swizzle on the line index), A's atoms (64 rows of dH each) by TMA from dH (B, N)
+ * row-major, B's four atoms of 64 window columns by cp.async from each sample's window. wgmma with both transpose
+ * bits; descriptors: LBO the stride between 64-column atoms (8 KB), SBO between 8-sample groups (1024 bytes). A
+ * block owns one 128 x 256 tile and one of `splits` equal runs of the samples, warp-specialised like gw_kernel (a
+ * producer warpgroup, two consumers of 64 rows); it stores its fp32 partial tile, and dw_reduce sums the splits'
+ * partials in split order (the same bits every run). */
+constexpr int kDwCols = kWindow * kF; /* 1024 market columns */
+constexpr int kDwAStage = 2 * 64 * 128, kDwBStage = 4 * 64 * 128, kDwStage = kDwAStage + kDwBStage;
+constexpr int kDwSmem = kStages * kDwStage + 1024;
+
+struct dw_args {
+  const __nv_bfloat16* feat; /* (n_bars, 16) */
+  const int32_t* bar;        /* (M) each sample's bar */
+  float* part;               /* (splits, N, kDwCols) fp32 partials */
+  int M, N, splits;
+};
+
+/* an MN-major operand (128-byte swizzle): atoms of 64 MN columns x 8-sample groups */
+__device__ __forceinline__ uint64_t desc_mn128(uint32_t addr) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+
+__device__ __forceinline__ void dw_wgmma_m64n256k16_tt(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+      "%128, %129, p, 1, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+__global__ void __launch_bounds__(kWThreads, 1) dw_kernel(const __grid_constant__ CUtensorMap hmap, dw_args a) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  __shared__ __align__(8) uint64_t bars[2 * kStages];
+  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
+  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
+  const int tiles_n = kDwCols / kBN, tile = (int)blockIdx.x % (tiles_n * (a.N / kBM)), split = (int)blockIdx.x / (tiles_n * (a.N / kBM));
+  const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
+  const int per = (a.M + a.splits - 1) / a.splits, k_begin = split * per, k_end = min(a.M, k_begin + per);
+  const int KB = (k_end - k_begin + kBK - 1) / kBK;
+  auto sa = [&](int s) { return base + (uint32_t)(s * kDwStage); };
+  auto sb = [&](int s) { return base + (uint32_t)(s * kDwStage + kDwAStage); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full0 + 8 * s, 128 + 1);
+      mbar_init(empty0 + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    /* producer: thread t copies 16-byte chunk c = t % 32 (atom c / 8, chunk c % 8) of samples t / 32 + 4 i */
+    const int c = t & 31;
+    for (int kb = 0; kb < KB; ++kb) {
+      const int s = kb % kStages, k0 = k_begin + kb * kBK;
+      if (kb >= kStages) mbar_wait(empty0 + 8 * s, ((kb / kStages) - 1) & 1);
+      if (t == 0) {
+        mbar_arrive_tx(full0 + 8 * s, (uint32_t)kDwAStage);
+        tma_load_2d(sa(s), &hmap, m0, k0, full0 + 8 * s);
+        tma_load_2d(sa(s) + 8192u, &hmap, m0 + 64, k0, full0 + 8 * s);
+      }
+#pragma unroll 4
+      for (int i = 0; i < 16; ++i) {
+        const int r = (t >> 5) + 4 * i, k = k0 + r;
+        const bool in = k < k_end;
+        const void* src = in ? (const void*)(a.feat + ((int64_t)a.bar[k] - (kWindow - 1)) * kF + n0 + c * 8)
+                             : (const void*)a.feat;
+        cp16(sb(s) + (uint32_t)((c >> 3) * 8192) + swz(r, c & 7), src, in ? 16 : 0);
+      }
+      cp_async_arrive(full0 + 8 * s);
+    }
+  } else {
+    const int cw = wg - 1, lane = threadIdx.x & 31;
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    for (int kb = 0; kb < KB; ++kb) {
+      const int s = kb % kStages;
+      mbar_wait(full0 + 8 * s, (kb / kStages) & 1);
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+      for (int k = 0; k < kBK / 16; ++k)
+        dw_wgmma_m64n256k16_tt(d, desc_mn128(sa(s) + (uint32_t)(cw * 8192 + k * 2048)),
+                               desc_mn128(sb(s) + (uint32_t)(k * 2048)));
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * (uint32_t)((kb - 1) % kStages));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    /* the partial tile: warp w of the warpgroup rows 16w + lane/4 (+8), n8 group j columns 8j + 2 (lane % 4) */
+    const int w = (threadIdx.x >> 5) & 3;
+    float* P = a.part + ((int64_t)split * a.N + m0 + cw * 64 + w * 16 + (lane >> 2)) * kDwCols + n0 + 2 * (lane & 3);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      *reinterpret_cast<float2*>(P + 8 * j) = make_float2(d[4 * j], d[4 * j + 1]);
+      *reinterpret_cast<float2*>(P + 8 * kDwCols + 8 * j) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+    }
+  }
+}
+
+/* dW (N rows, ld ldw) = the sum of the splits' partials, in split order; 4 columns a thread */
+__global__ void dw_reduce(const float* part, int splits, int N, float* dW, int ldw) {
+  const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_q = (int64_t)N * kDwCols / 4;
+  if (q >= n_q) return;
+  const int64_t row = q / (kDwCols / 4), col = (q % (kDwCols / 4)) * 4;
+  float4 acc = reinterpret_cast<const float4*>(part)[q];
+  for (int s = 1; s < splits; ++s) {
+    const float4 v = reinterpret_cast<const float4*>(part + (int64_t)s * N * kDwCols)[q];
+    acc.x += v.x;
+    acc.y += v.y;
+    acc.z += v.z;
+    acc.w += v.w;
+  }
+  float* o = dW + row * ldw + col;
+  o[0] = acc.x;
+  o[1] = acc.y;
+  o[2] = acc.z;
+  o[3] = acc.w;
+}
+
+/* dH (M, N) bf16 row-major as a 2-D tensor map: boxes of 64 columns x 64 rows, the 128-byte swizzle */
+bool make_hmap(CUtensorMap* map, const void* dH, int M, int N) {
+  const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
+  const cuuint64_t strides[1] = {(cuuint64_t)N * 2};
+  const cuuint32_t box[2] = {64, (cuuint32_t)kBK}, estr[2] = {1, 1};
+  const CUresult r = cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(dH), dims,
+                                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fprintf(stderr, "cuTensorMapEncodeTiled (dH) failed: %d\n", (int)r);
+  return r == CUDA_SUCCESS;
+}
+
+fh_status launch_dw(const CUtensorMap& hmap, const dw_args& a, float* dW, int ldw, cudaStream_t s) {
+  const int tiles = (kDwCols / kBN) * (a.N / kBM);
+  dw_kernel<<<tiles * a.splits, kWThreads, kDwSmem, s>>>(hmap, a);
+  const int64_t n_q = (int64_t)a.N * kDwCols / 4;
+  dw_reduce<<<(unsigned)((n_q + 255) / 256), 256, 0, s>>>(a.part, a.splits, a.N, dW, ldw);
+  return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
+}
+
 /* W (N, kK) bf16 row-major as a 2-D tensor map: boxes of 64 columns x box_rows rows, the 128-byte swizzle */
 bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
   const cuuint64_t dims[2] = {(cuuint64_t)kK, (cuuint64_t)N};
@@ -500,11 +672,123 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
   return t;
 }
 
+/* The dW section (`dw`): the first layer's market weight gradient as the step computes it (cuBLASLt on the
+ * materialised block's market columns, on the whole GPU and on 100 SMs) against dw_kernel + dw_reduce gathering its
+ * rows; checked against cuBLASLt (the fp32 sums run in another order) and against itself (the same bits twice). */
+int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat16* F, const __nv_bfloat16* A,
+               const int32_t* bar, void* blk, int M, int N, void* scrub, size_t scrub_bytes,
+               const std::function<fh_status()>& gather) {
+  (void)A;
+  constexpr int ldw = kDwCols + 8; /* the canonical W1 row: the market columns, then the 8 account columns */
+  void* dH = fh_probe_bf16_buffer((size_t)M * N, 1.0f, 4);
+  float *dW0 = nullptr, *dW1 = nullptr, *dW2 = nullptr, *part = nullptr;
+  constexpr int kMaxSplits = 8;
+  FH_PROBE_CK(cudaMalloc(&dW0, (size_t)N * ldw * 4), 1);
+  FH_PROBE_CK(cudaMalloc(&dW1, (size_t)N * ldw * 4), 1);
+  FH_PROBE_CK(cudaMalloc(&dW2, (size_t)N * ldw * 4), 1);
+  FH_PROBE_CK(cudaMalloc(&part, (size_t)kMaxSplits * N * kDwCols * 4), 1);
+  if (!dH) return 1;
+  FH_PROBE_CK(cudaFuncSetAttribute(dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem), 1);
+  CUtensorMap hmap;
+  if (!make_hmap(&hmap, dH, M, N)) return 1;
+  const void* xm = static_cast<const __nv_bfloat16*>(blk) + kMkt;
+  auto cublas_dw = [=](int sm_target) {
+    return [=]() {
+      fh_gemm_set_sm_target(g, sm_target);
+      const fh_status r = fh_gemm_dw(g, s, ws, FH_BF16, M, N, kDwCols, dH, N, xm, kP, dW0, nullptr, ldw);
+      fh_gemm_set_sm_target(g, 0);
+      return r;
+    };
+  };
+  auto ours = [=](int splits, float* out) {
+    dw_args a{F, bar, part, M, N, splits};
+    return [=]() { return launch_dw(hmap, a, out, ldw, s); };
+  };
+  auto ours_kernel_only = [=](int splits) {
+    dw_args a{F, bar, part, M, N, splits};
+    return [=]() {
+      dw_kernel<<<(kDwCols / kBN) * (N / kBM) * splits, kWThreads, kDwSmem, s>>>(hmap, a);
+      return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
+    };
+  };
+  const size_t n_w = (size_t)N * ldw;
+  FH_PROBE_CK(cudaMemsetAsync(dW0, 0, n_w * 4, s), 1);
+  FH_PROBE_CK(cudaMemsetAsync(dW1, 0xff, n_w * 4, s), 1); /* NaN: unwritten */
+  FH_PROBE_CK(cudaMemsetAsync(dW2, 0xff, n_w * 4, s), 1);
+  const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas_dw(0)() : r0;
+  const fh_status r2 = ours(kMaxSplits, dW1)(), r3 = ours(kMaxSplits, dW2)();
+  FH_PROBE_CK(cudaStreamSynchronize(s), 1);
+  if (r1 != FH_OK || r2 != FH_OK || r3 != FH_OK) {
+    fprintf(stderr, "dw: a launch failed: %s / %s\n", fh_gemm_last_error(), cudaGetErrorString(cudaGetLastError()));
+    return 1;
+  }
+  std::vector<float> h0(n_w), h1(n_w), h2(n_w);
+  FH_PROBE_CK(cudaMemcpy(h0.data(), dW0, n_w * 4, cudaMemcpyDeviceToHost), 1);
+  FH_PROBE_CK(cudaMemcpy(h1.data(), dW1, n_w * 4, cudaMemcpyDeviceToHost), 1);
+  FH_PROBE_CK(cudaMemcpy(h2.data(), dW2, n_w * 4, cudaMemcpyDeviceToHost), 1);
+  double worst = 0.0, rms = 0.0, ref_max = 0.0;
+  size_t beyond = 0, differ = 0;
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < kDwCols; ++c) {
+      const size_t i = (size_t)r * ldw + c;
+      rms += (double)h0[i] * h0[i];
+      ref_max = std::max(ref_max, fabs((double)h0[i]));
+    }
+  rms = sqrt(rms / ((double)N * kDwCols));
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < kDwCols; ++c) {
+      const size_t i = (size_t)r * ldw + c;
+      const double dd = fabs((double)h1[i] - h0[i]);
+      worst = std::max(worst, dd);
+      if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond; /* NaN counts */
+      differ += memcmp(&h1[i], &h2[i], 4) != 0;
+    }
+  printf("check dW gathering (%d splits) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, max |diff| %.3g, "
+         "%zu of %zu beyond 1e-4 rms + 1e-5 |ref|; %zu differ between two runs\n",
+         kMaxSplits, rms, ref_max, worst, beyond, (size_t)N * kDwCols, differ);
+  fflush(stdout);
+  int bad = beyond != 0 || differ != 0 || rms == 0.0;
+  struct row {
+    const char* name;
+    std::function<fh_status()> fn;
+  };
+  const double fl = 2.0 * M * kDwCols * N;
+  const int sm100 = std::min(sms, 100);
+  std::vector<row> rows = {
+      {"gather: the paired block", gather},
+      {"cuBLASLt dW on the block, whole GPU", cublas_dw(0)},
+      {"cuBLASLt dW on the block, 100 SMs (the step's)", cublas_dw(sm100)},
+      {"gather + cuBLASLt dW (100 SMs)", [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas_dw(sm100)(); }},
+      {"wgmma dW gathering, 8 splits (128 blocks) + reduce", ours(8, dW1)},
+      {"wgmma dW gathering, 8 splits, kernel alone", ours_kernel_only(8)},
+      {"wgmma dW gathering, 6 splits (96 blocks) + reduce", ours(6, dW1)},
+      {"wgmma dW gathering, 4 splits (64 blocks) + reduce", ours(4, dW1)},
+  };
+  printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
+  for (const row& r : rows) {
+    bool ok = true;
+    const timing t = timed(s, r.fn, scrub, scrub_bytes, &ok);
+    if (!ok) {
+      printf("| %s | failed | | | |\n", r.name);
+      ++bad;
+      continue;
+    }
+    const bool gemm = strncmp(r.name, "gather:", 7) != 0;
+    if (gemm)
+      printf("| %s | %.1f | %.0f | %.1f | %.0f |\n", r.name, t.warm, fl / t.warm / 1e6, t.cold, fl / t.cold / 1e6);
+    else
+      printf("| %s | %.1f | | %.1f | |\n", r.name, t.warm, t.cold);
+    fflush(stdout);
+  }
+  return bad ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int M = argc > 1 ? atoi(argv[1]) : 16384, N = 512;
   const bool cluster_only = argc > 2 && strcmp(argv[2], "cluster") == 0;
+  const bool dw_only = argc > 2 && strcmp(argv[2], "dw") == 0;
   if (M <= 0 || M % 8) {
     fprintf(stderr, "gather_gemm_probe: B must be a positive multiple of 8 (got %s)\n", argv[1]);
     return 2;
@@ -617,6 +901,11 @@ int main(int argc, char** argv) {
   auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
   auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
+  if (dw_only) {
+    const int rc = dw_section(g, ws, s, sms, F, A, bar, blk, M, N, scrub, scrub_bytes, gather);
+    fh_gemm_destroy(g);
+    return rc;
+  }
   /* correctness */
   for (int q = 0; q < kVariants; ++q) CK(cudaMemsetAsync(out(q), 0xff, (size_t)M * N * 2, s)); /* NaN: unwritten */
   const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
