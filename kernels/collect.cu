@@ -175,6 +175,39 @@ fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_ma
   return FH_OK;
 }
 
+/* The gathering first layer's batch (kernels/l1_gather.cuh, net.h fh_l1g_bars / fh_l1g_acc): one thread a sample
+ * writes the transition fields, nbar and nslot as the other gathers do, and the bars and bf16 account features of s
+ * (rows j) and of the stored s' (rows B + j) that layer 1 reads; no market rows. */
+static_assert(FH_ENV_ACCOUNT == 8, "the gathering first layer's account block is one 16-byte group of 8 bf16");
+static __global__ void replay_gather_l1g_kernel(fh_replay_view v, int32_t n_step, float gamma,
+                                                const int32_t* __restrict__ slot, int32_t B, int32_t* __restrict__ act,
+                                                float* __restrict__ ret, float* __restrict__ disc,
+                                                int32_t* __restrict__ nbar, int32_t* __restrict__ nslot,
+                                                int32_t* __restrict__ bars, uint4* __restrict__ acc) {
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= B) return;
+  const int64_t s0 = slot[j];
+  const int64_t row = s0 / v.n_envs, env = s0 % v.n_envs;
+  const int64_t s1 = ((row + n_step) % v.rows) * v.n_envs + env; /* s' is the stored state n rows later */
+  fh_gather_transition(v, n_step, gamma, s0, j, act, ret, disc);
+  const int32_t b1 = v.bar[s1];
+  nbar[j] = b1;
+  nslot[j] = (int32_t)s1;
+  bars[j] = v.bar[s0];
+  bars[B + j] = b1;
+  acc[j] = fh_pack_bf16x8(v.account + s0 * FH_ENV_ACCOUNT);
+  acc[B + j] = fh_pack_bf16x8(v.account + s1 * FH_ENV_ACCOUNT);
+}
+
+fh_status fh_launch_replay_gather_l1g(const fh_cuda_replay& r, const fh_cuda_batch& b, int32_t B, int32_t* bars,
+                                      void* acc, cudaStream_t s) {
+  if (B <= 0 || B > b.cap || !bars || !acc || ((uintptr_t)acc & 15)) return FH_ERR_INVALID_ARGUMENT;
+  replay_gather_l1g_kernel<<<(unsigned)CEIL_DIV((int64_t)B, 256), 256, 0, s>>>(
+      r.v, r.n_step, r.gamma, b.slot, B, b.act, b.ret, b.disc, b.nbar, b.nslot, bars, static_cast<uint4*>(acc));
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
 template <typename T>
 static fh_status launch_gather_t(const fh_cuda_replay& r, const fh_cuda_market& m, int32_t window,
                                  const fh_cuda_batch& b, int32_t B, T* obs, T* next_obs, int32_t ld, cudaStream_t s) {

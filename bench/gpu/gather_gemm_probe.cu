@@ -10,11 +10,11 @@
  *   cuBLASLt        the s run on that block through the library's wrapper (autotuned), as the step runs it
  *   wgmma kernels, each reading either the materialised block (a plain row-major A, ld 1152) or each row's window
  *   from the feature matrix by its bar (the implicit gather):
- *     simple        gg_kernel: every thread copies and computes, a block barrier a K slice
- *     specialised   gw_kernel: a producer warpgroup (cp.async rows, TMA W slices) and two consumer warpgroups
- *                   joined by full/empty mbarriers, one tile a block
- *     persistent    gw_kernel walking the tiles with at most one block an SM
- *     cluster 2     gw_kernel persistent in clusters of two CTAs that share each W slice by TMA multicast
+ *     simple        gg_kernel (here): every thread copies and computes, a block barrier a K slice
+ *     specialised   the library's fh_l1g_fwd_kernel (kernels/l1_gather_device.cuh): a producer warpgroup (cp.async
+ *                   rows, TMA W slices) and two consumer warpgroups joined by full/empty mbarriers, one tile a block
+ *     persistent    the same walking the tiles with at most one block an SM (the library's FH_L1_GATHER=1)
+ *     cluster 2     the same persistent in clusters of two CTAs that share each W slice by TMA multicast (=2)
  *
  * Every kernel: Hopper warpgroup MMA (wgmma.mma_async m64n256k16, bf16 in, fp32 accumulate), block tile 128 x 256,
  * two consumer warpgroups of 64 rows, K slices of 64 (one 128-byte swizzled row a tile row), a 4-stage ring
@@ -28,7 +28,7 @@
  * back-to-back graph replays), and the median of 20 launches each after a 256 MB scrub of the L2 (cold: the step's
  * backward streams far more than the L2 between two first layers). A GPU host tool: bench/gpu/gather_gemm.sh.
  *
- * `dw` measures the weight gradient of the same layer's market columns instead (dw_kernel, dw_section).
+ * `dw` measures the weight gradient of the same layer's market columns instead (fh_l1g_dw_kernel, dw_section).
  *
  *   gather_gemm_probe [B] [cluster|dw]   (cluster: the cluster variants only, against the same baselines)
  */
@@ -45,6 +45,7 @@
 #include <functional>
 #include <vector>
 
+#include "../../kernels/l1_gather_device.cuh"
 #include "../../native/src/cuda/gemm_cublaslt.h"
 #include "probe_check.cuh"
 
@@ -52,145 +53,31 @@
 
 namespace {
 
-constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4, kThreads = 256;
-constexpr int kAStage = kBM * kBK * 2, kBStage = kBN * kBK * 2, kStage = kAStage + kBStage;
-constexpr int kSmem = kStages * kStage + 1024; /* + the slack to align the ring to 1024 bytes (the swizzle atom) */
-constexpr int kWindow = 64, kF = 16, kMkt = 64, kK = kMkt + kWindow * kF, kP = 1152, kNStep = 3;
-
-struct gg_args {
-  const __nv_bfloat16* feat; /* (n_bars, 16) bf16 feature matrix */
-  const int32_t* bar;        /* implicit gather: each row's bar t (window t-63 .. t); nullptr: read blk */
-  const __nv_bfloat16* acc;  /* implicit gather: (M, 8) account features */
-  const __nv_bfloat16* blk;  /* materialised rows, ld kP: account at 0, market at kMkt */
-  const __nv_bfloat16* W;    /* (N, kK) */
-  const __nv_bfloat16* bias; /* (N) */
-  __nv_bfloat16* Y;          /* (M, N) */
-  uint32_t* mask;            /* optional: the ReLU bit mask, cuBLASLt's RELU_AUX layout (bit c of row r at r * mask_ld + c) */
-  int64_t mask_ld;           /* bits a row, a multiple of 128 >= N */
-  int M, N;
-};
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-/* 16 bytes global -> shared, the bytes past src_bytes (0 or 16) zero */
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-/* a K-major operand tile in shared memory: rows of 128 bytes, 8-row atoms of 1024 bytes, the 128-byte swizzle */
-__device__ __forceinline__ uint64_t desc_k128(uint32_t addr) {
-  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-/* byte offset of 16-byte chunk c of tile row r */
-__device__ __forceinline__ uint32_t swz(int r, int c) { return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4)); }
-
-__device__ __forceinline__ void gg_wgmma_m64n256k16(float (&d)[128], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
-}
-
-/* One warpgroup's 64 x 256 accumulator tile (rows m0.., columns n0..) + bias, ReLU, as bf16 into a.Y. The layout
- * (m64nNk16, f32): warp w of the warpgroup has rows 16w..16w+15; per n8 group j, lane l holds (row l/4, columns
- * 8j + 2(l%4) + {0,1}) in d[4j], d[4j+1] and row l/4 + 8 in d[4j+2], d[4j+3]. */
-__device__ __forceinline__ void gg_store(const gg_args& a, const float (&d)[128], int m0, int n0) {
-  const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3;
-  const int r0 = m0 + w * 16 + (lane >> 2);
-  uint32_t word[2] = {0u, 0u}; /* a.mask: the bits of 32 columns of rows r0 and r0 + 8, built four groups at a time */
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int col = n0 + 8 * j + 2 * (lane & 3);
-    const bool in = col < a.N;
-    const float b0 = in ? __bfloat162float(a.bias[col]) : 0.0f, b1 = in ? __bfloat162float(a.bias[col + 1]) : 0.0f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = r0 + 8 * h;
-      const float y0 = d[4 * j + 2 * h] + b0, y1 = d[4 * j + 2 * h + 1] + b1;
-      if (in && row < a.M)
-        *reinterpret_cast<__nv_bfloat162*>(a.Y + (int64_t)row * a.N + col) =
-            __floats2bfloat162_rn(fmaxf(y0, 0.0f), fmaxf(y1, 0.0f));
-      if (a.mask) {
-        /* the 8 bits of group j of this row: 2 from each lane of the quad */
-        uint32_t bits = in ? ((y0 > 0.0f ? 1u : 0u) | (y1 > 0.0f ? 2u : 0u)) << (2 * (lane & 3)) : 0u;
-        bits |= __shfl_xor_sync(0xffffffffu, bits, 1);
-        bits |= __shfl_xor_sync(0xffffffffu, bits, 2);
-        word[h] |= bits << (8 * (j & 3));
-        if ((j & 3) == 3) {
-          if ((lane & 3) == 0 && row < a.M)
-            a.mask[((int64_t)row * a.mask_ld + n0) / 32 + j / 4] = word[h];
-          word[h] = 0u;
-        }
-      }
-    }
-  }
-}
-
-/* The A operand's rows, 16-byte column c (of a K slice's 8): gg_row_base is row `row`'s base, so that its slice kb
- * starts at base + kb * kBK (nullptr past the last row); gg_a_src is the column's source in slice kb and its byte
- * count (the implicit gather's slice 0 is the account block: column 0 the 8 account features, the rest zeros) */
-__device__ __forceinline__ const __nv_bfloat16* gg_row_base(const gg_args& a, int row, int c) {
-  if (row >= a.M) return nullptr;
-  return a.bar ? a.feat + ((int64_t)a.bar[row] - (kWindow - 1)) * kF - kBK + c * 8 : a.blk + (int64_t)row * kP + c * 8;
-}
-__device__ __forceinline__ const void* gg_a_src(const gg_args& a, const __nv_bfloat16* base, int row, int kb, int c,
-                                                int* bytes) {
-  *bytes = 0;
-  if (!base) return a.W; /* any valid address where nothing is read */
-  if (a.bar && kb == 0) {
-    if (c != 0) return a.W;
-    *bytes = 16;
-    return a.acc + (int64_t)row * 8;
-  }
-  *bytes = 16;
-  return base + kb * kBK;
-}
+using namespace fh_l1g;
+constexpr int kWindow = 64, kF = 16, kMkt = kAcc, kK = kMkt + kWindow * kF, kP = 1152, kNStep = 3;
+constexpr int kSimpleThreads = 256, kDwCols = kWindow * kF;
 
 /* K slice kb of the block's A rows (kBM x 64) and W rows (kBN x 64) into stage buffers sa, sb */
-__device__ __forceinline__ void gg_load(const gg_args& a, int m0, int n0, int kb, uint32_t sa, uint32_t sb) {
+__device__ __forceinline__ void gg_load(const fh_l1g_fwd_args& a, int m0, int n0, int kb, uint32_t sa, uint32_t sb) {
   const int tid = threadIdx.x;
 #pragma unroll
-  for (int i = 0; i < kBM * 8 / kThreads; ++i) {
-    const int q = tid + kThreads * i, r = q >> 3, c = q & 7, row = m0 + r;
+  for (int i = 0; i < kBM * 8 / kSimpleThreads; ++i) {
+    const int q = tid + kSimpleThreads * i, r = q >> 3, c = q & 7, row = m0 + r;
     int bytes = 0;
-    const void* src = gg_a_src(a, gg_row_base(a, row, c), row, kb, c, &bytes);
-    cp16(sa + swz(r, c), src, bytes);
+    const void* src = fh_l1g_a_src(a, fh_l1g_row_base(a, row, c), row, kb, c, &bytes);
+    fh_cp16(sa + fh_swz(r, c), src, bytes);
   }
 #pragma unroll
-  for (int i = 0; i < kBN * 8 / kThreads; ++i) {
-    const int q = tid + kThreads * i, r = q >> 3, c = q & 7, n = n0 + r;
-    cp16(sb + swz(r, c), n < a.N ? a.W + (int64_t)n * kK + kb * kBK + c * 8 : a.W, n < a.N ? 16 : 0);
+  for (int i = 0; i < kBN * 8 / kSimpleThreads; ++i) {
+    const int q = tid + kSimpleThreads * i, r = q >> 3, c = q & 7, n = n0 + r;
+    fh_cp16(sb + fh_swz(r, c), n < a.N ? a.W + (int64_t)n * kK + kb * kBK + c * 8 : a.W, n < a.N ? 16 : 0);
   }
 }
 
-__global__ void __launch_bounds__(kThreads, 1) gg_kernel(gg_args a) {
+/* the simple variant: every thread copies and computes, a block barrier a K slice */
+__global__ void __launch_bounds__(kSimpleThreads, 1) gg_kernel(fh_l1g_fwd_args a) {
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t base = (fh_smem_addr(smem_raw) + 1023u) & ~1023u;
   const int n0 = blockIdx.x * kBN, m0 = blockIdx.y * kBM, wg = threadIdx.x >> 7;
   constexpr int KB = kK / kBK;
   float d[128];
@@ -208,336 +95,22 @@ __global__ void __launch_bounds__(kThreads, 1) gg_kernel(gg_args a) {
     /* slice kb has landed (this thread's copies), made visible to the async proxy, then to every thread; after
      * the barrier every warpgroup has also retired slice kb-2's MMAs (wait_group 1 below), so its stage is free */
     asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 3));
-    asm volatile("fence.proxy.async.shared::cta;\n" ::);
+    fh_fence_proxy_async();
     __syncthreads();
     const int nxt = kb + kStages - 2;
     if (nxt < KB) gg_load(a, m0, n0, nxt, sa(nxt % kStages), sb(nxt % kStages));
     asm volatile("cp.async.commit_group;\n" ::);
     const int s = kb % kStages;
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    fh_wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBK / 16; ++k)
-      gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(wg * 64 * 128 + k * 32)), desc_k128(sb(s) + (uint32_t)(k * 32)));
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      fh_wgmma_m64n256k16<0, 0>(d, fh_desc_k128(sa(s) + (uint32_t)(wg * 64 * 128 + k * 32)),
+                                fh_desc_k128(sb(s) + (uint32_t)(k * 32)));
+    fh_wgmma_commit();
+    fh_wgmma_wait<1>();
   }
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-  gg_store(a, d, m0 + wg * 64, n0);
-}
-
-/* ---- gw_kernel: the same tile, warp-specialised. Warpgroup 0 produces: its 128 threads copy the A slice with
- * cp.async (each thread one 16-byte column of 8 rows, the rows' addresses computed once) and signal the stage's
- * `full` barrier when their copies land (cp.async.mbarrier.arrive.noinc); its thread 0 loads the W slice by TMA
- * (128-byte swizzle, the layout the descriptors name) onto the same barrier. Warpgroups 1 and 2 consume: wait for
- * `full`, MMA, and once a slice's MMAs have retired (wgmma.wait_group 1) release its stage on `empty` (lane 0 of each warp). */
-constexpr int kWThreads = 384;
-
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred P1;\nLAB_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-      "@P1 bra DONE;\nbra LAB_WAIT;\nDONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
-          dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar)
-      : "memory");
-}
-
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* the address of this CTA's shared variable `addr` in the shared memory of cluster CTA `rank` */
-__device__ __forceinline__ uint32_t mapa(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar,
-                                               uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-      : "memory");
-}
-
-/* PERSIST: a grid of at most one block per SM walks the work units (n fastest), the ring's slices counted across
- * them, so that the producer loads the next unit while the consumers store the last one; else one unit a block.
- * CL = 2 (PERSIST only): clusters of two CTAs take m-tiles 2u and 2u+1 of the same W tile, and each CTA loads half
- * of every W slice by TMA multicast into both (halving the W slices' L2 traffic); a stage is free again once the
- * consumers of both CTAs released it (empty counts 8 warps of each). */
-template <bool PERSIST, int CL>
-__global__ void __launch_bounds__(kWThreads, 1) gw_kernel(const __grid_constant__ CUtensorMap wmap, gg_args a) {
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  __shared__ __align__(8) uint64_t bars[2 * kStages];
-  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
-  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
-  const uint32_t rank = CL > 1 ? cluster_rank() : 0u;
-  const int tiles_n = (a.N + kBN - 1) / kBN, tiles_m = (a.M + kBM - 1) / kBM;
-  const int units = tiles_n * ((tiles_m + CL - 1) / CL);
-  const int first = PERSIST ? (int)blockIdx.x / CL : (int)(blockIdx.y * gridDim.x + blockIdx.x);
-  const int stride = PERSIST ? (int)gridDim.x / CL : units;
-  constexpr int KB = kK / kBK;
-  auto sa = [&](int s) { return base + (uint32_t)(s * kStage); };
-  auto sb = [&](int s) { return base + (uint32_t)(s * kStage + kAStage); };
-  auto tile_n0 = [&](int u) { return (u % tiles_n) * kBN; };
-  auto tile_m0 = [&](int u) { return ((u / tiles_n) * CL + (int)rank) * kBM; };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 128 + 1);
-      mbar_init(empty0 + 8 * s, 8 * CL); /* lane 0 of each consumer warp of each CTA */
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  if (CL > 1)
-    cluster_sync();
-  else
-    __syncthreads();
-  if (wg == 0) {
-    /* producer: thread t copies 16-byte column c = t % 8 of rows t/8 + 16 i */
-    const int c = t & 7;
-    int g = 0; /* slices through the ring so far */
-    for (int u = first; u < units; u += stride) {
-      const int n0 = tile_n0(u), m0 = tile_m0(u);
-      const __nv_bfloat16* rowp[kBM / 16]; /* the rows' bases, computed once a tile */
-#pragma unroll
-      for (int i = 0; i < kBM / 16; ++i) rowp[i] = gg_row_base(a, m0 + (t >> 3) + 16 * i, c);
-      for (int kb = 0; kb < KB; ++kb, ++g) {
-        const int s = g % kStages;
-        if (g >= kStages) mbar_wait(empty0 + 8 * s, ((g / kStages) - 1) & 1);
-        if (t == 0) {
-          mbar_arrive_tx(full0 + 8 * s, (uint32_t)kBStage);
-          if (CL > 1)
-            tma_load_2d_mc(sb(s) + rank * (uint32_t)(kBStage / CL), &wmap, kb * kBK, n0 + (int)rank * (kBN / CL),
-                           full0 + 8 * s, (uint16_t)((1u << CL) - 1u));
-          else
-            tma_load_2d(sb(s), &wmap, kb * kBK, n0, full0 + 8 * s);
-        }
-#pragma unroll
-        for (int i = 0; i < kBM / 16; ++i) {
-          const int r = (t >> 3) + 16 * i;
-          int nb = 0;
-          const void* src = gg_a_src(a, rowp[i], m0 + r, kb, c, &nb);
-          cp16(sa(s) + swz(r, c), src, nb);
-        }
-        cp_async_arrive(full0 + 8 * s);
-      }
-    }
-  } else {
-    /* consumers: warpgroup wg-1 has rows (wg-1)*64 .. +63 of each tile */
-    const int cw = wg - 1, lane = threadIdx.x & 31;
-    auto release = [&](int slice) {
-      if (lane != 0) return;
-      const uint32_t e = empty0 + 8 * (uint32_t)(slice % kStages);
-      if (CL > 1) {
-#pragma unroll
-        for (int q = 0; q < CL; ++q) mbar_arrive_cluster(mapa(e, (uint32_t)q));
-      } else {
-        mbar_arrive(e);
-      }
-    };
-    int g = 0;
-    for (int u = first; u < units; u += stride) {
-      const int n0 = tile_n0(u), m0 = tile_m0(u);
-      float d[128];
-#pragma unroll
-      for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-      for (int kb = 0; kb < KB; ++kb, ++g) {
-        const int s = g % kStages;
-        mbar_wait(full0 + 8 * s, (g / kStages) & 1);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int k = 0; k < kBK / 16; ++k)
-          gg_wgmma_m64n256k16(d, desc_k128(sa(s) + (uint32_t)(cw * 64 * 128 + k * 32)),
-                              desc_k128(sb(s) + (uint32_t)(k * 32)));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kb > 0) release(g - 1);
-      }
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-      release(g - 1); /* the unit's last slice */
-      gg_store(a, d, m0 + cw * 64, n0);
-    }
-  }
-  /* no CTA leaves while its peer may still multicast into it or arrive on its barriers */
-  if (CL > 1) cluster_sync();
-}
-
-/* ---- dw_kernel: the first layer's market weight gradient, gathering its rows: dW (N x kWindow kF, fp32) =
- * dH^T Xm, K = the batch's samples, Xm's row j the market window of bar[j] read from the feature matrix. Both
- * operands are MN-major in shared memory: a K slice of 64 samples is 64 lines of 128 bytes per 64-column atom (the
- * line = the sample, the 128-byte swizzle on the line index), A's atoms (64 rows of dH each) by TMA from dH (B, N)
- * row-major, B's four atoms of 64 window columns by cp.async from each sample's window. wgmma with both transpose
- * bits; descriptors: LBO the stride between 64-column atoms (8 KB), SBO between 8-sample groups (1024 bytes). A
- * block owns one 128 x 256 tile and one of `splits` equal runs of the samples, warp-specialised like gw_kernel (a
- * producer warpgroup, two consumers of 64 rows); it stores its fp32 partial tile, and dw_reduce sums the splits'
- * partials in split order (the same bits every run). */
-constexpr int kDwCols = kWindow * kF; /* 1024 market columns */
-constexpr int kDwAStage = 2 * 64 * 128, kDwBStage = 4 * 64 * 128, kDwStage = kDwAStage + kDwBStage;
-constexpr int kDwSmem = kStages * kDwStage + 1024;
-
-struct dw_args {
-  const __nv_bfloat16* feat; /* (n_bars, 16) */
-  const int32_t* bar;        /* (M) each sample's bar */
-  float* part;               /* (splits, N, kDwCols) fp32 partials */
-  int M, N, splits;
-};
-
-/* an MN-major operand (128-byte swizzle): atoms of 64 MN columns x 8-sample groups */
-__device__ __forceinline__ uint64_t desc_mn128(uint32_t addr) {
-  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(8192 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         (1ull << 62);
-}
-
-__device__ __forceinline__ void dw_wgmma_m64n256k16_tt(float (&d)[128], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      " %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      " %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      " %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      " %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      " %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      " %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      " %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
-}
-
-__global__ void __launch_bounds__(kWThreads, 1) dw_kernel(const __grid_constant__ CUtensorMap hmap, dw_args a) {
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
-  __shared__ __align__(8) uint64_t bars[2 * kStages];
-  const uint32_t full0 = smem_addr(&bars[0]), empty0 = smem_addr(&bars[kStages]);
-  const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
-  const int tiles_n = kDwCols / kBN, tile = (int)blockIdx.x % (tiles_n * (a.N / kBM)), split = (int)blockIdx.x / (tiles_n * (a.N / kBM));
-  const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
-  const int per = (a.M + a.splits - 1) / a.splits, k_begin = split * per, k_end = min(a.M, k_begin + per);
-  const int KB = (k_end - k_begin + kBK - 1) / kBK;
-  auto sa = [&](int s) { return base + (uint32_t)(s * kDwStage); };
-  auto sb = [&](int s) { return base + (uint32_t)(s * kDwStage + kDwAStage); };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full0 + 8 * s, 128 + 1);
-      mbar_init(empty0 + 8 * s, 8);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {
-    /* producer: thread t copies 16-byte chunk c = t % 32 (atom c / 8, chunk c % 8) of samples t / 32 + 4 i */
-    const int c = t & 31;
-    for (int kb = 0; kb < KB; ++kb) {
-      const int s = kb % kStages, k0 = k_begin + kb * kBK;
-      if (kb >= kStages) mbar_wait(empty0 + 8 * s, ((kb / kStages) - 1) & 1);
-      if (t == 0) {
-        mbar_arrive_tx(full0 + 8 * s, (uint32_t)kDwAStage);
-        tma_load_2d(sa(s), &hmap, m0, k0, full0 + 8 * s);
-        tma_load_2d(sa(s) + 8192u, &hmap, m0 + 64, k0, full0 + 8 * s);
-      }
-#pragma unroll 4
-      for (int i = 0; i < 16; ++i) {
-        const int r = (t >> 5) + 4 * i, k = k0 + r;
-        const bool in = k < k_end;
-        const void* src = in ? (const void*)(a.feat + ((int64_t)a.bar[k] - (kWindow - 1)) * kF + n0 + c * 8)
-                             : (const void*)a.feat;
-        cp16(sb(s) + (uint32_t)((c >> 3) * 8192) + swz(r, c & 7), src, in ? 16 : 0);
-      }
-      cp_async_arrive(full0 + 8 * s);
-    }
-  } else {
-    const int cw = wg - 1, lane = threadIdx.x & 31;
-    float d[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-    for (int kb = 0; kb < KB; ++kb) {
-      const int s = kb % kStages;
-      mbar_wait(full0 + 8 * s, (kb / kStages) & 1);
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-      for (int k = 0; k < kBK / 16; ++k)
-        dw_wgmma_m64n256k16_tt(d, desc_mn128(sa(s) + (uint32_t)(cw * 8192 + k * 2048)),
-                               desc_mn128(sb(s) + (uint32_t)(k * 2048)));
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-      if (kb > 0 && lane == 0) mbar_arrive(empty0 + 8 * (uint32_t)((kb - 1) % kStages));
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    /* the partial tile: warp w of the warpgroup rows 16w + lane/4 (+8), n8 group j columns 8j + 2 (lane % 4) */
-    const int w = (threadIdx.x >> 5) & 3;
-    float* P = a.part + ((int64_t)split * a.N + m0 + cw * 64 + w * 16 + (lane >> 2)) * kDwCols + n0 + 2 * (lane & 3);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      *reinterpret_cast<float2*>(P + 8 * j) = make_float2(d[4 * j], d[4 * j + 1]);
-      *reinterpret_cast<float2*>(P + 8 * kDwCols + 8 * j) = make_float2(d[4 * j + 2], d[4 * j + 3]);
-    }
-  }
-}
-
-/* dW (N rows, ld ldw) = the sum of the splits' partials, in split order; 4 columns a thread */
-__global__ void dw_reduce(const float* part, int splits, int N, float* dW, int ldw) {
-  const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_q = (int64_t)N * kDwCols / 4;
-  if (q >= n_q) return;
-  const int64_t row = q / (kDwCols / 4), col = (q % (kDwCols / 4)) * 4;
-  float4 acc = reinterpret_cast<const float4*>(part)[q];
-  for (int s = 1; s < splits; ++s) {
-    const float4 v = reinterpret_cast<const float4*>(part + (int64_t)s * N * kDwCols)[q];
-    acc.x += v.x;
-    acc.y += v.y;
-    acc.z += v.z;
-    acc.w += v.w;
-  }
-  float* o = dW + row * ldw + col;
-  o[0] = acc.x;
-  o[1] = acc.y;
-  o[2] = acc.z;
-  o[3] = acc.w;
+  fh_wgmma_wait<0>();
+  fh_l1g_store(a, d, m0 + wg * 64, n0);
 }
 
 /* dH (M, N) bf16 row-major as a 2-D tensor map: boxes of 64 columns x 64 rows, the 128-byte swizzle */
@@ -553,11 +126,12 @@ bool make_hmap(CUtensorMap* map, const void* dH, int M, int N) {
   return r == CUDA_SUCCESS;
 }
 
-fh_status launch_dw(const CUtensorMap& hmap, const dw_args& a, float* dW, int ldw, cudaStream_t s) {
+/* the library's gathering dW kernel and its split-order reduce (kernels/l1_gather_device.cuh) */
+fh_status launch_dw(const CUtensorMap& hmap, const fh_l1g_dw_args& a, float* dW, int ldw, cudaStream_t s) {
   const int tiles = (kDwCols / kBN) * (a.N / kBM);
-  dw_kernel<<<tiles * a.splits, kWThreads, kDwSmem, s>>>(hmap, a);
+  fh_l1g_dw_kernel<<<tiles * a.splits, kThreads, kDwSmem, s>>>(hmap, a);
   const int64_t n_q = (int64_t)a.N * kDwCols / 4;
-  dw_reduce<<<(unsigned)((n_q + 255) / 256), 256, 0, s>>>(a.part, a.splits, a.N, dW, ldw);
+  fh_l1g_dw_reduce<<<(unsigned)((n_q + 255) / 256), 256, 0, s>>>(a.part, a.splits, a.N, kDwCols, dW, ldw);
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
@@ -574,7 +148,7 @@ bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
   return r == CUDA_SUCCESS;
 }
 
-fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks, int cl, cudaStream_t s) {
+fh_status launch_gw(const CUtensorMap& map, const fh_l1g_fwd_args& a, int persist_blocks, int cl, cudaStream_t s) {
   const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
   if (cl == 2) {
     cudaLaunchConfig_t cfg = {};
@@ -583,7 +157,7 @@ fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks
     attr[0].val.clusterDim.x = 2;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(kWThreads);
+    cfg.blockDim = dim3(kThreads);
     cfg.dynamicSmemBytes = kSmem;
     cfg.stream = s;
     cfg.attrs = attr;
@@ -593,17 +167,17 @@ fh_status launch_gw(const CUtensorMap& map, const gg_args& a, int persist_blocks
     static int resident = 0;
     if (resident == 0) {
       cfg.gridDim = dim3((unsigned)persist_blocks);
-      if (cudaOccupancyMaxActiveClusters(&resident, gw_kernel<true, 2>, &cfg) != cudaSuccess || resident <= 0)
+      if (cudaOccupancyMaxActiveClusters(&resident, fh_l1g_fwd_kernel<true, 2>, &cfg) != cudaSuccess || resident <= 0)
         resident = persist_blocks / 2;
       printf("cluster variant: %d clusters of 2 resident at once\n", resident);
     }
     const int units = tn * ((tm + 1) / 2);
     cfg.gridDim = dim3((unsigned)(2 * std::min(resident, units)));
-    if (cudaLaunchKernelEx(&cfg, gw_kernel<true, 2>, map, a) != cudaSuccess) return FH_ERR_DEVICE;
+    if (cudaLaunchKernelEx(&cfg, fh_l1g_fwd_kernel<true, 2>, map, a) != cudaSuccess) return FH_ERR_DEVICE;
   } else if (persist_blocks > 0) {
-    gw_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kWThreads, kSmem, s>>>(map, a);
+    fh_l1g_fwd_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kThreads, kSmem, s>>>(map, a);
   } else {
-    gw_kernel<false, 1><<<dim3((unsigned)tn, (unsigned)tm), kWThreads, kSmem, s>>>(map, a);
+    fh_l1g_fwd_kernel<false, 1><<<dim3((unsigned)tn, (unsigned)tm), kThreads, kSmem, s>>>(map, a);
   }
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
@@ -631,9 +205,9 @@ __global__ void gather_kernel(const __nv_bfloat16* feat, const int32_t* bar, con
   }
 }
 
-fh_status launch_gg(const gg_args& a, cudaStream_t s) {
+fh_status launch_gg(const fh_l1g_fwd_args& a, cudaStream_t s) {
   const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + kBM - 1) / kBM));
-  gg_kernel<<<grid, kThreads, kSmem, s>>>(a);
+  gg_kernel<<<grid, kSimpleThreads, kSmem, s>>>(a);
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
@@ -673,10 +247,10 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
 }
 
 /* The dW section (`dw`): the first layer's market weight gradient as the step computes it (cuBLASLt on the
- * materialised block's market columns, on the whole GPU and on 100 SMs) against dw_kernel + dw_reduce gathering its
+ * materialised block's market columns, on the whole GPU and on 100 SMs) against fh_l1g_dw_kernel + fh_l1g_dw_reduce gathering its
  * rows; checked against cuBLASLt (the fp32 sums run in another order) and against itself (the same bits twice). */
 int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat16* F, const __nv_bfloat16* A,
-               const int32_t* bar, void* blk, int M, int N, void* scrub, size_t scrub_bytes,
+               const int32_t* bar, void* blk, int M, int N, int64_t n_bars, void* scrub, size_t scrub_bytes,
                const std::function<fh_status()>& gather) {
   (void)A;
   constexpr int ldw = kDwCols + 8; /* the canonical W1 row: the market columns, then the 8 account columns */
@@ -688,7 +262,7 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat1
   FH_PROBE_CK(cudaMalloc(&dW2, (size_t)N * ldw * 4), 1);
   FH_PROBE_CK(cudaMalloc(&part, (size_t)kMaxSplits * N * kDwCols * 4), 1);
   if (!dH) return 1;
-  FH_PROBE_CK(cudaFuncSetAttribute(dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem), 1);
+  FH_PROBE_CK(cudaFuncSetAttribute(fh_l1g_dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem), 1);
   CUtensorMap hmap;
   if (!make_hmap(&hmap, dH, M, N)) return 1;
   const void* xm = static_cast<const __nv_bfloat16*>(blk) + kMkt;
@@ -701,13 +275,13 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat1
     };
   };
   auto ours = [=](int splits, float* out) {
-    dw_args a{F, bar, part, M, N, splits};
+    const fh_l1g_dw_args a{F, bar, part, M, N, kF, kWindow, splits, n_bars};
     return [=]() { return launch_dw(hmap, a, out, ldw, s); };
   };
   auto ours_kernel_only = [=](int splits) {
-    dw_args a{F, bar, part, M, N, splits};
+    const fh_l1g_dw_args a{F, bar, part, M, N, kF, kWindow, splits, n_bars};
     return [=]() {
-      dw_kernel<<<(kDwCols / kBN) * (N / kBM) * splits, kWThreads, kDwSmem, s>>>(hmap, a);
+      fh_l1g_dw_kernel<<<(kDwCols / kBN) * (N / kBM) * splits, kThreads, kDwSmem, s>>>(hmap, a);
       return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
     };
   };
@@ -851,7 +425,14 @@ int main(int argc, char** argv) {
   auto cublas = [=]() {
     return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N);
   };
-  gg_args ab{};
+  fh_l1g_fwd_args ab{};
+  ab.blk_ld = kP;
+  ab.ldy = N;
+  ab.mask_rows = M;
+  ab.K = kK;
+  ab.F = kF;
+  ab.window = kWindow;
+  ab.n_bars = n_bars;
   ab.feat = F;
   ab.blk = static_cast<const __nv_bfloat16*>(blk);
   ab.W = static_cast<const __nv_bfloat16*>(W);
@@ -860,7 +441,7 @@ int main(int argc, char** argv) {
   ab.Y = out(0);
   ab.M = M;
   ab.N = N;
-  gg_args ai = ab;
+  fh_l1g_fwd_args ai = ab;
   ai.bar = bar;
   ai.acc = A;
   ai.Y = out(1);
@@ -868,16 +449,16 @@ int main(int argc, char** argv) {
   auto gg_imp = [=]() { return launch_gg(ai, s); };
   CUtensorMap wmap, wmap2;
   if (!make_wmap(&wmap, W, N, kBN) || !make_wmap(&wmap2, W, N, kBN / 2)) return 1;
-  CK(cudaFuncSetAttribute(gw_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(gw_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(gw_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  gg_args wb = ab, wi = ai;
+  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  fh_l1g_fwd_args wb = ab, wi = ai;
   wb.Y = out(2);
   wi.Y = out(3);
   const int sms = prop.multiProcessorCount;
   auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, 1, s); };
   auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, 1, s); };
-  gg_args pb = wb, pi = wi;
+  fh_l1g_fwd_args pb = wb, pi = wi;
   pb.Y = out(4);
   pi.Y = out(5);
   auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, 1, s); };
@@ -891,18 +472,18 @@ int main(int argc, char** argv) {
     return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N,
                        fh_relu_mask{mbits0, mld});
   };
-  gg_args pm = pi;
+  fh_l1g_fwd_args pm = pi;
   pm.mask = static_cast<uint32_t*>(mbits1);
   pm.mask_ld = mld;
   auto gp_imp_mask = [=]() { return launch_gw(wmap, pm, sms, 1, s); };
-  gg_args cb = wb, ci = wi;
+  fh_l1g_fwd_args cb = wb, ci = wi;
   cb.Y = out(6);
   ci.Y = out(7);
   auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
   auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   if (dw_only) {
-    const int rc = dw_section(g, ws, s, sms, F, A, bar, blk, M, N, scrub, scrub_bytes, gather);
+    const int rc = dw_section(g, ws, s, sms, F, A, bar, blk, M, N, n_bars, scrub, scrub_bytes, gather);
     fh_gemm_destroy(g);
     return rc;
   }

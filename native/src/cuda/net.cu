@@ -74,6 +74,7 @@ void fh_net_destroy(fh_net* net) {
                   net->step, net->opt_ticket, net->w1s, net->w1n};
   for (void* p : ptrs)
     if (p) cudaFree(p);
+  fh_l1g_free(&net->l1g);
   if (net->op == FH_BF16) {
     if (net->online_sh) cudaFree(net->online_sh);
     if (net->target_sh) cudaFree(net->target_sh);
@@ -421,6 +422,13 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool streamed = p == 0 && which == 0 && net->heads_out && heads && !(net->knockout & FH_KO_HEADS);
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
+  } else if (p == 0 && which == 0 && net->pair && net->l1g_on) {
+    /* the gathering first layer: the s rows then the s' rows in one launch, the ReLU mask of the s rows */
+    if (B % 2) return FH_ERR_INVALID_ARGUMENT;
+    void* xin = const_cast<void*>(x);
+    FH_TRY(fh_launch_l1g_fwd(net->l1g, fh_l1g_bars(xin), fh_l1g_acc(xin, B / 2),
+                             reinterpret_cast<const fh_bf16*>(fh_byte_ptr(S, L.b1, op)), static_cast<fh_bf16*>(P.a1), L.h1,
+                             B, m ? static_cast<uint32_t*>(net->mask1.bits) : nullptr, net->mask1.ld, B / 2, P.s));
   } else if (p == 0 && which == 0 && net->pair) {
     /* paired layout: B/2 blocks; the s runs times w1s, the s' runs times w1n (fh_pair_layout) */
     if (B % 2 || !net->w1s) return FH_ERR_INVALID_ARGUMENT;
@@ -707,17 +715,21 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
      * (before it with dw1_acc_first; fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
      * Paired layout: the s runs of the blocks (account at 0, market at mkt; always these two GEMMs) */
     const int mk = L.D - FH_ENV_ACCOUNT;
-    const int ldx = pair ? net->pair_l.P : L.D;
-    const void* xa = pair ? P.x : fh_byte_ptr(P.x, mk, op);
+    const bool gathering = pair && net->l1g_on; /* the account features apart, the market columns gathered */
+    const int ldx = gathering ? FH_ENV_ACCOUNT : pair ? net->pair_l.P : L.D;
+    const void* xa = gathering ? fh_l1g_acc(P.x, B) : pair ? P.x : fh_byte_ptr(P.x, mk, op);
     const void* xm = pair ? fh_byte_ptr(P.x, net->pair_l.mkt, op) : P.x;
     FH_TRY(on_side(fs, [&] {
       return fh_gemm_dw(net->gemm, fs, fs != P.s ? P.ws[1] : P.ws[0], op, B, L.h1, FH_ENV_ACCOUNT, net->da1, L.h1, xa,
                         ldx, G + L.W1 + mk, nullptr, L.D);
     }));
     if (acc_first) FH_TRY(fh_launch_colsum_finish(net->colsum_trunk[2], chunks1, L.h1, G + L.b1, fs));
-    FH_TRY(with_sms(net->gemm, net->dw1_sms, [&] {
-      return fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D);
-    }));
+    if (gathering)
+      FH_TRY(fh_launch_l1g_dw(net->l1g, fh_l1g_bars(P.x), B, G + L.W1, L.D, P.s));
+    else
+      FH_TRY(with_sms(net->gemm, net->dw1_sms, [&] {
+        return fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, mk, net->da1, L.h1, xm, ldx, G + L.W1, nullptr, L.D);
+      }));
   } else {
     FH_TRY(fh_gemm_dw(net->gemm, P.s, P.ws[0], op, B, L.h1, L.D, net->da1, L.h1, P.x, L.D, G + L.W1,
                       fused ? G + L.b1 : nullptr));

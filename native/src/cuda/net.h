@@ -27,6 +27,7 @@
 #define FH_CUDA_NET_H
 
 #include "../../../kernels/mma_gemm.cuh"
+#include "../../../kernels/l1_gather.cuh"
 #include "../../../kernels/net_kernels.cuh"
 #include "../../../kernels/p1.cuh"
 #include "../common/layout.h"
@@ -123,6 +124,13 @@ struct fh_net {
   fh_pair_layout pair_l;
   fh_bf16* w1s;
   fh_bf16* w1n;
+  /* the gathering first layer (FH_L1_GATHER, kernels/l1_gather.cuh; with the paired layout, Hopper only): while the
+   * trainer launches a train step with it, l1g_on is set too, and pass 0's x holds the batch's bars and account
+   * features (fh_l1g_bars, fh_l1g_acc) instead of its blocks: layer 1 of the s and s' rows is one launch over w1s
+   * that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
+   * (its account columns: cuBLASLt on the account features). The trainer owns the plan's setup (fh_l1g_setup) */
+  bool l1g_on;
+  fh_l1g_plan l1g;
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */
   void* dah;                    /* (cap, H*hh) */
@@ -201,6 +209,11 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim);
 /* The placed copies of W1 for the paired layout l (bf16 mode; zeros but where W1 goes, then filled from the shadow).
  * Synchronous; not capturable. */
 fh_status fh_net_pair_setup(fh_net* net, const fh_pair_layout& l);
+/* The gathering first layer's batch input inside pass 0's x (B samples): the bars of the s rows then of the s' rows
+ * (2B int32), then their account features (2B x 8 bf16), each row's as layer 1 reads it. */
+inline int32_t* fh_l1g_bars(void* x) { return static_cast<int32_t*>(x); }
+inline fh_bf16* fh_l1g_acc(void* x, int32_t B) { return reinterpret_cast<fh_bf16*>(static_cast<int32_t*>(x) + 2 * (int64_t)B); }
+inline size_t fh_l1g_input_bytes(int32_t B) { return (size_t)B * 2 * (sizeof(int32_t) + 8 * sizeof(fh_bf16)); }
 
 /* Rewrite the op-dtype shadows from the fp32 masters (after set_params / checkpoint load). */
 fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);

@@ -141,6 +141,12 @@ fh_status fh_launch_replay_gather_pair(const fh_cuda_replay& r, const fh_cuda_ma
                                        const fh_cuda_batch& b, int32_t B, void* blk, const fh_pair_layout& l,
                                        cudaStream_t s);
 
+/* The gathering first layer's batch (FH_L1_GATHER; net.h fh_l1g_bars / fh_l1g_acc): act, ret, disc, nbar, nslot as
+ * fh_launch_replay_gather, and bars (2B: s rows, then the stored s' rows) and acc (2B x 8 bf16, 16-byte aligned), the
+ * rows' account features; no market rows. One thread per sample. */
+fh_status fh_launch_replay_gather_l1g(const fh_cuda_replay& r, const fh_cuda_batch& b, int32_t B, int32_t* bars,
+                                      void* acc, cudaStream_t s);
+
 /* New priorities for the sampled slots: leaf = (signal[j] + eps)^alpha; a slot sampled twice gets
  * the max (deterministic); *max_priority = max(*max_priority, new); then the partial rebuild (the
  * full one with r.full_rebuild), bit for bit the tree a full rebuild gives. (3 launches; 2 with zero = false, when

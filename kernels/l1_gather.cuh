@@ -1,0 +1,48 @@
+/*
+ * l1_gather.cuh — the train step's first layer without the materialised batch block (FH_L1_GATHER): the forward
+ * and the market columns' weight gradient as GEMMs that gather each row's market window from the feature matrix by
+ * its bar (kernels/l1_gather_device.cuh; Hopper warpgroup MMA, so sm_90a GPUs only: H100, H200).
+ *
+ *   fh_l1g_setup       once, outside any capture: checks the GPU and the shapes, encodes the TMA maps of W (the
+ *                      paired layout's w1s: [8 account | 56 zeros | the window]) and of dH (the layer's input
+ *                      gradient, dw_rows rows), allocates the weight gradient's split partials. Leaves p->on false
+ *                      with the reason in p->why when the path cannot run (no error: the caller keeps its block).
+ *   fh_launch_l1g_fwd  Y (M rows, ldy) = relu(X W^T + b) in bf16, X's row r = [acc[r] | zeros | window of bar[r]],
+ *                      and the ReLU bit mask of rows < mask_rows (cuBLASLt's RELU_AUX layout) when mask is set
+ *   fh_launch_l1g_dw   dW (N rows of window F columns, ld ldw, fp32, `=`) = dH^T Xm over the M = dw_rows samples,
+ *                      Xm's row j the window of bar[j]; the splits' partials summed in split order (deterministic)
+ *
+ * Graph-capturable after the setup; nothing synchronises the host. Bars outside [window-1, n_bars-1] are clamped.
+ */
+#ifndef FH_L1_GATHER_CUH
+#define FH_L1_GATHER_CUH
+
+#include <cuda.h>
+
+#include "cuda_common.cuh"
+
+/* plain data (zero-initialised = off; the nets that hold one are memset) */
+struct fh_l1g_plan {
+  bool on;
+  char why[192];
+  int variant;              /* 1 persistent blocks, 2 persistent clusters of two (W slices by TMA multicast) */
+  CUtensorMap wmap;         /* W (N, K), boxes of 64 columns x 256 rows (variant 2: x 128) */
+  CUtensorMap hmap;         /* dH (dw_rows, N), boxes of 64 x 64 */
+  const fh_bf16* feat;
+  const fh_bf16* W;
+  int64_t n_bars;
+  int32_t F, window, N, K, dw_rows;
+  int32_t sms, clusters, splits;
+  float* part;              /* (splits, N, window F) */
+};
+
+fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t n_bars, int32_t F, int32_t window,
+                       const fh_bf16* W, int32_t N, int32_t K, const fh_bf16* dH, int32_t dw_rows);
+void fh_l1g_free(fh_l1g_plan* p);
+fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_bf16* acc, const fh_bf16* bias,
+                            fh_bf16* Y, int64_t ldy, int32_t M, uint32_t* mask, int64_t mask_ld, int32_t mask_rows,
+                            cudaStream_t s);
+fh_status fh_launch_l1g_dw(const fh_l1g_plan& p, const int32_t* bar, int32_t M, float* dW, int64_t ldw,
+                           cudaStream_t s);
+
+#endif /* FH_L1_GATHER_CUH */

@@ -1,0 +1,71 @@
+/**
+ * The gathering first layer (FH_L1_GATHER, kernels/l1_gather.cuh): with the paired layout on a Hopper GPU the replay
+ * gather writes each sample's bars and account features only, layer 1 of the s and s' rows is one warpgroup-MMA
+ * launch that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
+ * (split over the samples, summed in split order). Both variants (1: blocks, 2: clusters of two sharing each W
+ * slice) must train as the paired layout does: the same losses within bf16 tolerance at a learning rate too small to
+ * move the weights, and, at the config's rate, an epoch's update of the weights that differs from the paired one's
+ * by a small fraction of the update itself (a wrong dW1 tile, mask row or s' row would move W1 by the order of the
+ * update). The shapes the kernels take: window F a multiple of 256, hidden1 a multiple of 128.
+ */
+import { describe, expect, test } from 'vitest';
+import type { FhConfig } from '../../src/native/binding.js';
+import { loadNative } from '../../src/native/binding.js';
+import type { RunConfig } from '../../src/config/schema.js';
+import { expectEpochLossesClose } from './driver.js';
+import { info, market, nativeConfig, nativeMarket, params, runEpoch, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
+
+function cudaConfig(cfg: RunConfig, overrides: Partial<FhConfig> = {}): FhConfig {
+  // hard target copies (the target cache needs them; the paired layout needs the cache), bf16 mode
+  return nativeConfig(cfg, { backend: 1, use_graphs: 1, deterministic: 0, target_update_every: 3, tau: 0, ...overrides });
+}
+
+describe('the gathering first layer', () => {
+  // a window of 16 bars of 16 features (256 market columns), hidden1 128; short episodes, so that some samples of
+  // every batch end inside the n steps (their s' rows differ from the paired layout's, and the loss must not read them)
+  const cfg = tinyConfig(['agent.atoms=51', 'env.episode_len=12', 'env.window=16', 'agent.hidden1=128']);
+  const m = nativeMarket(market(cfg));
+  const base = { FH_TARGET_CACHE: '1', FH_PAIRED: undefined, FH_L1_GATHER: undefined };
+  const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
+
+  for (const variant of ['1', '2']) {
+    test(`variant ${variant}: the same losses as the paired layout at lr 1e-12, and nearly the same update`, () => {
+      const gpu = loadNative('cuda');
+      const run = (l1g: string | undefined, lr: number | undefined, epochs: number) =>
+        withEnv({ ...base, FH_L1_GATHER: l1g }, () =>
+          withTrainer(gpu, cudaConfig(cfg, lr === undefined ? {} : { lr }), m, (h) => {
+            const engine = info(gpu, h).engine;
+            const before = params(gpu, h, 0);
+            const stats = Array.from({ length: epochs }, () => runEpoch(gpu, h));
+            return { engine, before, after: params(gpu, h, 0), stats };
+          }));
+      const on = run(variant, 1e-12, 2);
+      const off = run(undefined, 1e-12, 2);
+      expect(on.engine).toContain('L1 gathering (');
+      expect(on.engine).toContain(variant === '2' ? 'clusters of two' : '(blocks');
+      expect(off.engine).toContain("paired s/s'");
+      expect(off.engine).not.toContain('L1 gathering');
+      for (const s of on.stats) expect(s.host_syncs).toBe(1);
+      expectEpochLossesClose(on.stats, off.stats, 2e-3);
+
+      const a = run(variant, undefined, 1);
+      const b = run(undefined, undefined, 1);
+      expect(norm(a.before, b.before), 'same initial weights').toBe(0);
+      const update = norm(b.after, b.before);
+      expect(update).toBeGreaterThan(0);
+      expect(norm(a.after, b.after), `|w - w_paired| against the epoch's update ${update}`).toBeLessThan(0.05 * update);
+      expectEpochLossesClose(a.stats, b.stats, 2e-2);
+    });
+  }
+
+  test('a shape the kernels do not take leaves the paired layout on and says why', () => {
+    const gpu = loadNative('cuda');
+    const odd = tinyConfig(['agent.atoms=51', 'env.episode_len=12', 'env.window=8']); // 128 market columns
+    withEnv({ ...base, FH_L1_GATHER: '1' }, () => withTrainer(gpu, cudaConfig(odd), nativeMarket(market(odd)), (h) => {
+      const engine = info(gpu, h).engine;
+      expect(engine).toContain("paired s/s'");
+      expect(engine).toContain('L1 gathering off: needs F % 8 == 0, window F a multiple of 256');
+      expect(Number.isFinite(runEpoch(gpu, h).loss_mean)).toBe(true);
+    }));
+  });
+});
