@@ -210,10 +210,14 @@ int64_t fh_net_bytes_per_row(const fh_config& cfg, int32_t obs_dim);
  * Synchronous; not capturable. */
 fh_status fh_net_pair_setup(fh_net* net, const fh_pair_layout& l);
 /* The gathering first layer's batch input inside pass 0's x (B samples): the bars of the s rows then of the s' rows
- * (2B int32), then their account features (2B x 8 bf16), each row's as layer 1 reads it. */
+ * (2B int32), then, from the next 16-byte boundary, their account features (2B x 8 bf16), each row's as layer 1
+ * reads it. */
 inline int32_t* fh_l1g_bars(void* x) { return static_cast<int32_t*>(x); }
-inline fh_bf16* fh_l1g_acc(void* x, int32_t B) { return reinterpret_cast<fh_bf16*>(static_cast<int32_t*>(x) + 2 * (int64_t)B); }
-inline size_t fh_l1g_input_bytes(int32_t B) { return (size_t)B * 2 * (sizeof(int32_t) + 8 * sizeof(fh_bf16)); }
+inline size_t fh_l1g_acc_offset(int32_t B) { return ((size_t)B * 2 * sizeof(int32_t) + 15) & ~(size_t)15; }
+inline fh_bf16* fh_l1g_acc(void* x, int32_t B) {
+  return reinterpret_cast<fh_bf16*>(static_cast<char*>(x) + fh_l1g_acc_offset(B));
+}
+inline size_t fh_l1g_input_bytes(int32_t B) { return fh_l1g_acc_offset(B) + (size_t)B * 2 * 8 * sizeof(fh_bf16); }
 
 /* Rewrite the op-dtype shadows from the fp32 masters (after set_params / checkpoint load). */
 fh_status fh_net_sync_shadows(fh_net* net, cudaStream_t s);

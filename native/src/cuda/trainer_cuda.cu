@@ -779,7 +779,8 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
               pl.P < 2 * t->obs_dim && !fh_env_is("FH_PAIRED", "0");
     if (t->pair) TR_TRY(t, fh_net_pair_setup(&t->net, pl), "paired batch layout (W1 copies)");
     const int l1g_variant = (int)fh_env_int("FH_L1_GATHER", 0, 2, 0);
-    if (t->pair && l1g_variant > 0) {
+    /* (its batch input fits in the batch sets' buffers of 2B rows of the observation) */
+    if (t->pair && l1g_variant > 0 && fh_l1g_input_bytes(t->batch) <= (size_t)2 * t->batch * t->obs_dim * 2) {
       TR_TRY(t, fh_l1g_setup(&t->net.l1g, l1g_variant, t->dm.features_bf16, t->dm.view.n_bars, F, c.window,
                              t->net.w1s, t->net.L.h1, pl.K, static_cast<const fh_bf16*>(t->net.da1), t->batch),
              "gathering first layer");
