@@ -3,10 +3,9 @@
  * gather writes each sample's bars and account features only, layer 1 of the s and s' rows is one warpgroup-MMA
  * launch that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
  * (split over the samples, summed in split order). Both variants (1: blocks, 2: clusters of two sharing each W
- * slice) must train as the paired layout does: the same losses within bf16 tolerance at a learning rate too small to
- * move the weights, and, at the config's rate, an epoch's update of the weights that differs from the paired one's
- * by a small fraction of the update itself (a wrong dW1 tile, mask row or s' row would move W1 by the order of the
- * update). The shapes the kernels take: window F a multiple of 256, hidden1 a multiple of 128.
+ * slice) must train as the paired layout does: the same losses within bf16 tolerance, and an update of the weights
+ * that differs from the paired one's by a small fraction of the update itself (a wrong dW1 tile, mask row or s' row
+ * would move W1 by the order of the update). The shapes the kernels take: window F a multiple of 256, hidden1 a multiple of 128.
  */
 import { describe, expect, test } from 'vitest';
 import type { FhConfig } from '../../src/native/binding.js';
@@ -29,32 +28,32 @@ describe('the gathering first layer', () => {
   const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
 
   for (const variant of ['1', '2']) {
-    test(`variant ${variant}: the same losses as the paired layout at lr 1e-12, and nearly the same update`, () => {
+    test(`variant ${variant}: the paired layout's losses and, within a twentieth, its update of the weights`, () => {
+      // lr 1e-6: the bf16 shadows the forwards read stay the initial weights, so both runs train on (nearly) the same
+      // batches and their losses differ only by layer 1's sums taken in another order, while the fp32 weights move
+      // by Adam's update, a smooth function of the gradients: a wrong dW1 tile, mask row or s' row would change
+      // W1's part of it by the order of the part itself
       const gpu = loadNative('cuda');
-      const run = (l1g: string | undefined, lr: number | undefined, epochs: number) =>
+      const run = (l1g: string | undefined) =>
         withEnv({ ...base, FH_L1_GATHER: l1g }, () =>
-          withTrainer(gpu, cudaConfig(cfg, lr === undefined ? {} : { lr }), m, (h) => {
+          withTrainer(gpu, cudaConfig(cfg, { lr: 1e-6 }), m, (h) => {
             const engine = info(gpu, h).engine;
             const before = params(gpu, h, 0);
-            const stats = Array.from({ length: epochs }, () => runEpoch(gpu, h));
+            const stats = [1, 2].map(() => runEpoch(gpu, h));
             return { engine, before, after: params(gpu, h, 0), stats };
           }));
-      const on = run(variant, 1e-12, 2);
-      const off = run(undefined, 1e-12, 2);
+      const on = run(variant);
+      const off = run(undefined);
       expect(on.engine).toContain('L1 gathering (');
       expect(on.engine).toContain(variant === '2' ? 'clusters of two' : '(blocks');
       expect(off.engine).toContain("paired s/s'");
       expect(off.engine).not.toContain('L1 gathering');
       for (const s of on.stats) expect(s.host_syncs).toBe(1);
       expectEpochLossesClose(on.stats, off.stats, 2e-3);
-
-      const a = run(variant, undefined, 1);
-      const b = run(undefined, undefined, 1);
-      expect(norm(a.before, b.before), 'same initial weights').toBe(0);
-      const update = norm(b.after, b.before);
+      expect(norm(on.before, off.before), 'same initial weights').toBe(0);
+      const update = norm(off.after, off.before);
       expect(update).toBeGreaterThan(0);
-      expect(norm(a.after, b.after), `|w - w_paired| against the epoch's update ${update}`).toBeLessThan(0.05 * update);
-      expectEpochLossesClose(a.stats, b.stats, 2e-2);
+      expect(norm(on.after, off.after), `|w - w_paired| against the update ${update}`).toBeLessThan(0.05 * update);
     });
   }
 
