@@ -52,6 +52,22 @@ bool encode(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int 
 
 bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
+int cluster_of(int variant) { return variant == 3 ? 4 : variant == 2 ? 2 : 1; }
+
+/* a launch of `blocks` blocks in clusters of cl along x */
+void cluster_launch(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, int cl, int blocks, cudaStream_t s) {
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)cl;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg->gridDim = dim3((unsigned)blocks);
+  cfg->blockDim = dim3(fh_l1g::kThreads);
+  cfg->dynamicSmemBytes = fh_l1g::kSmem;
+  cfg->stream = s;
+  cfg->attrs = attr;
+  cfg->numAttrs = 1;
+}
+
 }  // namespace
 
 fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t n_bars, int32_t F, int32_t window,
@@ -68,7 +84,9 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     cudaGetLastError();
     return leave_off(p, "the library has no sm_90a code for this GPU");
   }
-  if (variant != 1 && variant != 2) return leave_off(p, "variant must be 1 (blocks) or 2 (clusters of two)");
+  if (variant < 1 || variant > 3)
+    return leave_off(p, "variant must be 1 (blocks), 2 (clusters of two) or 3 (clusters of four)");
+  const int cl = cluster_of(variant);
   if (!feat || !W || !dH || !aligned16(feat) || !aligned16(W) || !aligned16(dH))
     return leave_off(p, "feature matrix, W and dH must be 16-byte aligned device buffers");
   if (F <= 0 || F % 8 || window <= 0 || (int64_t)window * F % kBN || K != fh_l1g::kAcc + window * F)
@@ -79,27 +97,21 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     return leave_off(p, "not enough shared memory per block");
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kDwSmem));
-  if (!encode(&p->wmap, W, N, K, kBK, variant == 2 ? kBN / 2 : kBN) || !encode(&p->hmap, dH, dw_rows, N, 64, kBK))
+  if (!encode(&p->wmap, W, N, K, kBK, kBN / cl) || !encode(&p->hmap, dH, dw_rows, N, 64, kBK))
     return leave_off(p, "the TMA maps could not be encoded (cuTensorMapEncodeTiled)");
   p->sms = prop.multiProcessorCount;
   p->clusters = 0;
-  if (variant == 2) {
+  if (cl > 1) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)(p->sms & ~1));
-    cfg.blockDim = dim3(fh_l1g::kThreads);
-    cfg.dynamicSmemBytes = fh_l1g::kSmem;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cluster_launch(&cfg, attr, cl, p->sms / cl * cl, nullptr);
     int resident = 0;
-    if (cudaOccupancyMaxActiveClusters(&resident, fh_l1g_fwd_kernel<true, 2>, &cfg) != cudaSuccess || resident <= 0) {
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&resident, cl == 2 ? fh_l1g_fwd_kernel<true, 2> : fh_l1g_fwd_kernel<true, 4>, &cfg);
+    if (e != cudaSuccess || resident <= 0) {
       cudaGetLastError();
-      return leave_off(p, "no cluster of two blocks can be resident");
+      return leave_off(p, "no cluster of the variant's size can be resident");
     }
     p->clusters = resident;
   }
@@ -149,21 +161,16 @@ fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_b
   a.window = p.window;
   a.n_bars = p.n_bars;
   const int tn = (p.N + kBN - 1) / kBN, tm = (M + kBM - 1) / kBM;
-  if (p.variant == 2) {
+  const int cl = cluster_of(p.variant);
+  if (cl > 1) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    const int units = tn * ((tm + 1) / 2);
-    cfg.gridDim = dim3((unsigned)(2 * std::min(p.clusters, units)));
-    cfg.blockDim = dim3(fh_l1g::kThreads);
-    cfg.dynamicSmemBytes = fh_l1g::kSmem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, fh_l1g_fwd_kernel<true, 2>, p.wmap, a));
+    const int units = tn * ((tm + cl - 1) / cl);
+    cluster_launch(&cfg, attr, cl, cl * std::min(p.clusters, units), s);
+    if (cl == 2)
+      FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, fh_l1g_fwd_kernel<true, 2>, p.wmap, a));
+    else
+      FH_CUDA_TRY(cudaLaunchKernelEx(&cfg, fh_l1g_fwd_kernel<true, 4>, p.wmap, a));
   } else {
     fh_l1g_fwd_kernel<true, 1><<<std::min(p.sms, tn * tm), fh_l1g::kThreads, fh_l1g::kSmem, s>>>(p.wmap, a);
     FH_LAUNCH_CHECK();

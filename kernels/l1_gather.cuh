@@ -25,14 +25,14 @@
 struct fh_l1g_plan {
   bool on;
   char why[192];
-  int variant;              /* 1 persistent blocks, 2 persistent clusters of two (W slices by TMA multicast) */
-  CUtensorMap wmap;         /* W (N, K), boxes of 64 columns x 256 rows (variant 2: x 128) */
+  int variant;              /* 1 persistent blocks; 2, 3 persistent clusters of two, four (W slices by TMA multicast) */
+  CUtensorMap wmap;         /* W (N, K), boxes of 64 columns x 256 / cluster size rows */
   CUtensorMap hmap;         /* dH (dw_rows, N), boxes of 64 x 64 */
   const fh_bf16* feat;
   const fh_bf16* W;
   int64_t n_bars;
   int32_t F, window, N, K, dw_rows;
-  int32_t sms, clusters, splits;
+  int32_t sms, clusters, splits; /* clusters: how many of the variant's can be resident at once */
   float* part;              /* (splits, N, window F) */
 };
 

@@ -14,7 +14,7 @@
  *     specialised   the library's fh_l1g_fwd_kernel (kernels/l1_gather_device.cuh): a producer warpgroup (cp.async
  *                   rows, TMA W slices) and two consumer warpgroups joined by full/empty mbarriers, one tile a block
  *     persistent    the same walking the tiles with at most one block an SM (the library's FH_L1_GATHER=1)
- *     cluster 2     the same persistent in clusters of two CTAs that share each W slice by TMA multicast (=2)
+ *     cluster 2, 4  the same persistent in clusters of two (four) CTAs that share each W slice by TMA multicast (=2, =3)
  *
  * Every kernel: Hopper warpgroup MMA (wgmma.mma_async m64n256k16, bf16 in, fp32 accumulate), block tile 128 x 256,
  * two consumer warpgroups of 64 rows, K slices of 64 (one 128-byte swizzled row a tile row), a 4-stage ring
@@ -150,11 +150,11 @@ bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
 
 fh_status launch_gw(const CUtensorMap& map, const fh_l1g_fwd_args& a, int persist_blocks, int cl, cudaStream_t s) {
   const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
-  if (cl == 2) {
+  if (cl == 2 || cl == 4) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.x = (unsigned)cl;
     attr[0].val.clusterDim.y = 1;
     attr[0].val.clusterDim.z = 1;
     cfg.blockDim = dim3(kThreads);
@@ -162,18 +162,20 @@ fh_status launch_gw(const CUtensorMap& map, const fh_l1g_fwd_args& a, int persis
     cfg.stream = s;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    /* only as many clusters as can be resident at once (a GPC with an odd count of free SMs leaves one out): a
-     * persistent cluster that waits for another to finish all of its units doubles the tail */
-    static int resident = 0;
-    if (resident == 0) {
-      cfg.gridDim = dim3((unsigned)persist_blocks);
-      if (cudaOccupancyMaxActiveClusters(&resident, fh_l1g_fwd_kernel<true, 2>, &cfg) != cudaSuccess || resident <= 0)
-        resident = persist_blocks / 2;
-      printf("cluster variant: %d clusters of 2 resident at once\n", resident);
+    void (*kernel)(const CUtensorMap, const fh_l1g_fwd_args) =
+        cl == 2 ? fh_l1g_fwd_kernel<true, 2> : fh_l1g_fwd_kernel<true, 4>;
+    /* only as many clusters as can be resident at once (a GPC with a count of free SMs that is no multiple of the
+     * cluster leaves some out): a persistent cluster that waits for another to finish all of its units doubles the tail */
+    static int resident[5] = {0, 0, 0, 0, 0};
+    if (resident[cl] == 0) {
+      cfg.gridDim = dim3((unsigned)(persist_blocks / cl * cl));
+      if (cudaOccupancyMaxActiveClusters(&resident[cl], kernel, &cfg) != cudaSuccess || resident[cl] <= 0)
+        resident[cl] = persist_blocks / cl;
+      printf("cluster variant: %d clusters of %d resident at once\n", resident[cl], cl);
     }
-    const int units = tn * ((tm + 1) / 2);
-    cfg.gridDim = dim3((unsigned)(2 * std::min(resident, units)));
-    if (cudaLaunchKernelEx(&cfg, fh_l1g_fwd_kernel<true, 2>, map, a) != cudaSuccess) return FH_ERR_DEVICE;
+    const int units = tn * ((tm + cl - 1) / cl);
+    cfg.gridDim = dim3((unsigned)(cl * std::min(resident[cl], units)));
+    if (cudaLaunchKernelEx(&cfg, kernel, map, a) != cudaSuccess) return FH_ERR_DEVICE;
   } else if (persist_blocks > 0) {
     fh_l1g_fwd_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kThreads, kSmem, s>>>(map, a);
   } else {
@@ -406,7 +408,7 @@ int main(int argc, char** argv) {
   const size_t scrub_bytes = (size_t)256 << 20;
   CK(cudaMalloc(&blk, (size_t)M * kP * 2));
   /* outputs: ys[0] cuBLASLt's, ys[1 + q] wgmma variant q's (vname below) */
-  constexpr int kVariants = 8;
+  constexpr int kVariants = 10;
   void* ys[1 + kVariants] = {};
   for (void*& y : ys) CK(cudaMalloc(&y, (size_t)M * N * 2));
   void* const y0 = ys[0];
@@ -447,11 +449,12 @@ int main(int argc, char** argv) {
   ai.Y = out(1);
   auto gg_blk = [=]() { return launch_gg(ab, s); };
   auto gg_imp = [=]() { return launch_gg(ai, s); };
-  CUtensorMap wmap, wmap2;
-  if (!make_wmap(&wmap, W, N, kBN) || !make_wmap(&wmap2, W, N, kBN / 2)) return 1;
+  CUtensorMap wmap, wmap2, wmap4;
+  if (!make_wmap(&wmap, W, N, kBN) || !make_wmap(&wmap2, W, N, kBN / 2) || !make_wmap(&wmap4, W, N, kBN / 4)) return 1;
   CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   fh_l1g_fwd_args wb = ab, wi = ai;
   wb.Y = out(2);
   wi.Y = out(3);
@@ -481,6 +484,11 @@ int main(int argc, char** argv) {
   ci.Y = out(7);
   auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
   auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
+  fh_l1g_fwd_args c4b = wb, c4i = wi;
+  c4b.Y = out(8);
+  c4i.Y = out(9);
+  auto gc4_blk = [=]() { return launch_gw(wmap4, c4b, sms, 4, s); };
+  auto gc4_imp = [=]() { return launch_gw(wmap4, c4i, sms, 4, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   if (dw_only) {
     const int rc = dw_section(g, ws, s, sms, F, A, bar, blk, M, N, n_bars, scrub, scrub_bytes, gather);
@@ -491,7 +499,8 @@ int main(int argc, char** argv) {
   for (int q = 0; q < kVariants; ++q) CK(cudaMemsetAsync(out(q), 0xff, (size_t)M * N * 2, s)); /* NaN: unwritten */
   const fh_status r0 = gather(), r1 = r0 == FH_OK ? cublas() : r0;
   /* the cluster variants alone with "cluster" (a hang there must not cost the other variants' table) */
-  const std::function<fh_status()> vfn[kVariants] = {gg_blk, gg_imp, gw_blk, gw_imp, gp_blk, gp_imp, gc_blk, gc_imp};
+  const std::function<fh_status()> vfn[kVariants] = {gg_blk, gg_imp, gw_blk, gw_imp, gp_blk, gp_imp,
+                                                      gc_blk, gc_imp, gc4_blk, gc4_imp};
   auto wanted = [&](int q) { return cluster_only == (q >= 6); };
   bool launched = r0 == FH_OK && r1 == FH_OK;
   for (int q = 0; q < kVariants; ++q)
@@ -510,7 +519,8 @@ int main(int argc, char** argv) {
   }
   const char* vname[kVariants] = {"simple, block",      "simple, gather",     "specialised, block",
                                   "specialised, gather", "persistent, block", "persistent, gather",
-                                  "cluster 2, block",    "cluster 2, gather"};
+                                  "cluster 2, block",    "cluster 2, gather",  "cluster 4, block",
+                                  "cluster 4, gather"};
   int bad = 0;
   size_t pos = 0;
   double ymax = 0.0;
@@ -585,6 +595,8 @@ int main(int argc, char** argv) {
       {"wgmma specialised + persistent, gathering + ReLU mask", fl, gp_imp_mask, 1},
       {"wgmma specialised + persistent, clusters of 2 (W multicast), on the block", fl, gc_blk, 2},
       {"wgmma specialised + persistent, clusters of 2 (W multicast), gathering", fl, gc_imp, 2},
+      {"wgmma specialised + persistent, clusters of 4 (W multicast), on the block", fl, gc4_blk, 2},
+      {"wgmma specialised + persistent, clusters of 4 (W multicast), gathering", fl, gc4_imp, 2},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {

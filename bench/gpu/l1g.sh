@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu/l1g.sh COMMIT — the gathering first layer's GPU call (after `source .gpuhost/boot.sh`), most important
 # first: build; its GPU test and the paired layout's (test/gpu/l1gather.test.ts, pair.test.ts); the probe's weight
-# gradient (`dw`) and cluster runs (bench/gpu/gather_gemm.sh); then ROUNDS (default 3) interleaved rounds of the
-# reference bench: the defaults against FH_L1_GATHER=1 (blocks) and =2 (clusters of two). Logs under $OUT/l1g.
+# gradient (`dw`) and cluster runs (bench/gpu/gather_gemm.sh); then ROUNDS (default 2) interleaved rounds of the
+# reference bench: the defaults against FH_L1_GATHER=1 (blocks), =2 and =3 (clusters of two, four). Logs under $OUT/l1g.
 # SKIP_PROBE=1 leaves the probe out.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/l1g; mkdir -p $F
@@ -23,7 +23,7 @@ if [ "${SKIP_PROBE:-0}" != 1 ]; then
   GG_TIMEOUT=40 bash bench/gpu/gather_gemm.sh 32768 cluster
   rm -f $OUT/gather_gemm/gather_gemm_probe
 fi
-ab_env=("FH_NONE=1" "FH_L1_GATHER=1" "FH_L1_GATHER=2")
-ab_label=("defaults" "FH_L1_GATHER=1" "FH_L1_GATHER=2")
-ab_rounds $F "${ROUNDS:-3}" "epoch train eval"
-grep -h "^engine\|L1 gathering" $F/ab-1-1.txt $F/ab-2-1.txt 2>/dev/null | head -4
+ab_env=("FH_NONE=1" "FH_L1_GATHER=1" "FH_L1_GATHER=2" "FH_L1_GATHER=3")
+ab_label=("defaults" "FH_L1_GATHER=1" "FH_L1_GATHER=2" "FH_L1_GATHER=3")
+ab_rounds $F "${ROUNDS:-2}" "epoch train eval"
+grep -ho "L1 gathering[^,]*,[^,]*" $F/ab-1-1.txt $F/ab-2-1.txt $F/ab-3-1.txt 2>/dev/null | head -3

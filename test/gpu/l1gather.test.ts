@@ -2,8 +2,8 @@
  * The gathering first layer (FH_L1_GATHER, kernels/l1_gather.cuh): with the paired layout on a Hopper GPU the replay
  * gather writes each sample's bars and account features only, layer 1 of the s and s' rows is one warpgroup-MMA
  * launch that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
- * (split over the samples, summed in split order). Both variants (1: blocks, 2: clusters of two sharing each W
- * slice) must train as the paired layout does: the same losses within bf16 tolerance, and an update of the weights
+ * (split over the samples, summed in split order). The variants (1: blocks; 2, 3: clusters of two, four sharing each
+ * W slice) must train as the paired layout does: the same losses within bf16 tolerance, and an update of the weights
  * that differs from the paired one's by a small fraction of the update itself (a wrong dW1 tile, mask row or s' row
  * would move W1 by the order of the update). The shapes the kernels take: window F a multiple of 256, hidden1 a multiple of 128.
  */
@@ -27,7 +27,7 @@ describe('the gathering first layer', () => {
   const base = { FH_TARGET_CACHE: '1', FH_PAIRED: undefined, FH_L1_GATHER: undefined };
   const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
 
-  for (const variant of ['1', '2']) {
+  for (const variant of ['1', '2', '3']) {
     test(`variant ${variant}: the paired layout's losses and, within a twentieth, its update of the weights`, () => {
       // lr 1e-6: the bf16 shadows the forwards read stay the initial weights, so both runs train on (nearly) the same
       // batches and their losses differ only by layer 1's sums taken in another order, while the fp32 weights move
@@ -45,7 +45,7 @@ describe('the gathering first layer', () => {
       const on = run(variant);
       const off = run(undefined);
       expect(on.engine).toContain('L1 gathering (');
-      expect(on.engine).toContain(variant === '2' ? 'clusters of two' : '(blocks');
+      expect(on.engine).toContain({ '1': '(blocks', '2': 'clusters of two', '3': 'clusters of four' }[variant]);
       expect(off.engine).toContain("paired s/s'");
       expect(off.engine).not.toContain('L1 gathering');
       for (const s of on.stats) expect(s.host_syncs).toBe(1);

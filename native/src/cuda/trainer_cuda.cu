@@ -124,7 +124,7 @@ struct fh_trainer {
    * forward reads s'): s and s' of a sample share their market rows in one block (fh_pair_layout, net_kernels.cuh),
    * about half the bytes the replay gather writes and layer 1 reads */
   bool pair = false;             /* its layout: net.pair_l */
-  /* the gathering first layer (FH_L1_GATHER=1 blocks, =2 clusters of two; opt-in, with the paired layout on a Hopper
+  /* the gathering first layer (FH_L1_GATHER=1 blocks, =2 / =3 clusters of two / four; opt-in, with the paired layout on a Hopper
    * GPU): the replay gather writes each sample's bars and account features instead of its block, and layer 1 and
    * dW1's market columns read the windows from the feature matrix (net.l1g, kernels/l1_gather.cuh; net.l1g.why says
    * why it is off when asked for) */
@@ -778,7 +778,7 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
               t->obs_dim == c.window * F + FH_ENV_ACCOUNT && t->tcache.on && !t->target_prefetch &&
               pl.P < 2 * t->obs_dim && !fh_env_is("FH_PAIRED", "0");
     if (t->pair) TR_TRY(t, fh_net_pair_setup(&t->net, pl), "paired batch layout (W1 copies)");
-    const int l1g_variant = (int)fh_env_int("FH_L1_GATHER", 0, 2, 0);
+    const int l1g_variant = (int)fh_env_int("FH_L1_GATHER", 0, 3, 0);
     /* (its batch input fits in the batch sets' buffers of 2B rows of the observation) */
     if (t->pair && l1g_variant > 0 && fh_l1g_input_bytes(t->batch) <= (size_t)2 * t->batch * t->obs_dim * 2) {
       TR_TRY(t, fh_l1g_setup(&t->net.l1g, l1g_variant, t->dm.features_bf16, t->dm.view.n_bars, F, c.window,
@@ -1009,7 +1009,8 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   /* first, so that the string's length limit never cuts it */
   if (t->l1g)
-    engine_add(out, w, ", L1 gathering (%s, dW1 %d splits)", t->net.l1g.variant == 2 ? "clusters of two" : "blocks",
+    engine_add(out, w, ", L1 gathering (%s, dW1 %d splits)",
+               t->net.l1g.variant == 3 ? "clusters of four" : t->net.l1g.variant == 2 ? "clusters of two" : "blocks",
                t->net.l1g.splits);
   else if (t->net.l1g.why[0])
     engine_add(out, w, ", L1 gathering off: %s", t->net.l1g.why);
