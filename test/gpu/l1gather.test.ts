@@ -4,7 +4,7 @@
  * launch that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
  * (split over the samples, summed in split order). The variants (1: blocks; 2, 3: clusters of two, four sharing each
  * W slice) must train as the paired layout does: the same losses within bf16 tolerance, and an update of the weights
- * that differs from the paired one's by a small fraction of the update itself (a wrong dW1 tile, mask row or s' row
+ * that differs from the paired one's by a tenth of the update at most (a wrong dW1 tile, mask row or s' row
  * would move W1 by the order of the update). The shapes the kernels take: window F a multiple of 256, hidden1 a multiple of 128.
  */
 import { describe, expect, test } from 'vitest';
@@ -28,7 +28,7 @@ describe('the gathering first layer', () => {
   const norm = (a: Float32Array, b: Float32Array) => Math.sqrt(a.reduce((t, x, i) => t + (x - (b[i] ?? NaN)) ** 2, 0));
 
   for (const variant of ['1', '2', '3']) {
-    test(`variant ${variant}: the paired layout's losses and, within a twentieth, its update of the weights`, () => {
+    test(`variant ${variant}: the paired layout's losses and, within a tenth, its update of the weights`, () => {
       // lr 1e-6: the bf16 shadows the forwards read stay the initial weights, so both runs train on (nearly) the same
       // batches and their losses differ only by layer 1's sums taken in another order, while the fp32 weights move
       // by Adam's update, a smooth function of the gradients: a wrong dW1 tile, mask row or s' row would change
@@ -39,7 +39,7 @@ describe('the gathering first layer', () => {
           withTrainer(gpu, cudaConfig(cfg, { lr: 1e-6 }), m, (h) => {
             const engine = info(gpu, h).engine;
             const before = params(gpu, h, 0);
-            const stats = [1, 2].map(() => runEpoch(gpu, h));
+            const stats = [runEpoch(gpu, h)];
             return { engine, before, after: params(gpu, h, 0), stats };
           }));
       const on = run(variant);
@@ -53,7 +53,7 @@ describe('the gathering first layer', () => {
       expect(norm(on.before, off.before), 'same initial weights').toBe(0);
       const update = norm(off.after, off.before);
       expect(update).toBeGreaterThan(0);
-      expect(norm(on.after, off.after), `|w - w_paired| against the update ${update}`).toBeLessThan(0.05 * update);
+      expect(norm(on.after, off.after), `|w - w_paired| against the update ${update}`).toBeLessThan(0.1 * update);
     });
   }
 
