@@ -93,7 +93,8 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     return leave_off(p, "needs F % 8 == 0, window F a multiple of 256 and K = 64 + window F");
   if (N <= 0 || N % kBM || dw_rows <= 0 || n_bars < window)
     return leave_off(p, "needs N a multiple of 128, dw_rows > 0 and at least `window` bars");
-  if ((int)prop.sharedMemPerBlockOptin < std::max(fh_l1g::kSmem, fh_l1g::kDwSmem))
+  /* (the weight gradient's kernel also holds its bar table in static shared memory) */
+  if ((int)prop.sharedMemPerBlockOptin < std::max(fh_l1g::kSmem, fh_l1g::kDwSmem + fh_l1g::kDwBars * 4 + 64))
     return leave_off(p, "not enough shared memory per block");
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));

@@ -3,7 +3,7 @@
 # first: build; its GPU test and the paired layout's (test/gpu/l1gather.test.ts, pair.test.ts); the probe's weight
 # gradient (`dw`) and cluster runs (bench/gpu/gather_gemm.sh); then ROUNDS (default 2) interleaved rounds of the
 # reference bench: the defaults against FH_L1_GATHER=1 (blocks), =2 and =3 (clusters of two, four). Logs under $OUT/l1g.
-# SKIP_PROBE=1 leaves the probe out.
+# SKIP_PROBE=1 leaves the probe out, SKIP_CLUSTER=1 its cluster run; VARIANTS (default "1 2 3") the variants rounded.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/gpu-out}; F=$OUT/l1g; mkdir -p $F
 set -uo pipefail
@@ -20,10 +20,10 @@ sed 's/\x1b\[[0-9;]*m//g' $F/test.log | grep -E "✓|×|Test Files|Tests  |FAIL|
 if [ "${SKIP_PROBE:-0}" != 1 ]; then
   export GG_REUSE=1
   GG_TIMEOUT=60 bash bench/gpu/gather_gemm.sh 16384 dw
-  GG_TIMEOUT=40 bash bench/gpu/gather_gemm.sh 32768 cluster
+  [ "${SKIP_CLUSTER:-0}" = 1 ] || GG_TIMEOUT=40 bash bench/gpu/gather_gemm.sh 32768 cluster
   rm -f $OUT/gather_gemm/gather_gemm_probe
 fi
-ab_env=("FH_NONE=1" "FH_L1_GATHER=1" "FH_L1_GATHER=2" "FH_L1_GATHER=3")
-ab_label=("defaults" "FH_L1_GATHER=1" "FH_L1_GATHER=2" "FH_L1_GATHER=3")
+ab_env=("FH_NONE=1"); ab_label=("defaults")
+for v in ${VARIANTS:-1 2 3}; do ab_env+=("FH_L1_GATHER=$v"); ab_label+=("FH_L1_GATHER=$v"); done
 ab_rounds $F "${ROUNDS:-2}" "epoch train eval"
 grep -ho "L1 gathering[^,]*,[^,]*" $F/ab-1-1.txt $F/ab-2-1.txt $F/ab-3-1.txt 2>/dev/null | head -3

@@ -1013,7 +1013,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                t->net.l1g.variant == 3 ? "clusters of four" : t->net.l1g.variant == 2 ? "clusters of two" : "blocks",
                t->net.l1g.splits);
   else if (t->net.l1g.why[0])
-    engine_add(out, w, ", L1 gathering off: %s", t->net.l1g.why);
+    engine_add(out, w, ", L1 gathering off"); /* (why: at the string's end) */
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
   if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
   if (t->net.heads_out) engine_add(out, w, ", heads streamed");
@@ -1034,6 +1034,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                t->weights_branch ? " weights-branch" : "");
   if (t->prefetch_off_by_env) engine_add(out, w, ", no prefetch");
   if (t->net.knockout) engine_add(out, w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
+  if (!t->l1g && t->net.l1g.why[0]) engine_add(out, w, "; L1 gathering off: %s", t->net.l1g.why);
   return FH_OK;
 }
 
