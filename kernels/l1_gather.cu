@@ -38,18 +38,6 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return fn;
 }
 
-/* a row-major (rows, cols) bf16 matrix as a 2-D tensor map of box_cols x box_rows boxes, the 128-byte swizzle */
-bool encode(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int box_cols, int box_rows) {
-  PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
-  if (!fn) return false;
-  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
-  const cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
-  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, estr,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 int cluster_of(int variant) { return variant == 3 ? 4 : variant == 2 ? 2 : 1; }
@@ -69,6 +57,17 @@ void cluster_launch(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr, int cl, 
 }
 
 }  // namespace
+
+bool fh_l1g_encode_2d(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int box_cols, int box_rows) {
+  PFN_cuTensorMapEncodeTiled_v12000 fn = encoder();
+  if (!fn) return false;
+  const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)cols * 2};
+  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, estr,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
 
 fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t n_bars, int32_t F, int32_t window,
                        const fh_bf16* W, int32_t N, int32_t K, const fh_bf16* dH, int32_t dw_rows) {
@@ -100,7 +99,7 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
   FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kDwSmem));
-  if (!encode(&p->wmap, W, N, K, kBK, kBN / cl) || !encode(&p->hmap, dH, dw_rows, N, 64, kBK))
+  if (!fh_l1g_encode_2d(&p->wmap, W, N, K, kBK, kBN / cl) || !fh_l1g_encode_2d(&p->hmap, dH, dw_rows, N, 64, kBK))
     return leave_off(p, "the TMA maps could not be encoded (cuTensorMapEncodeTiled)");
   p->sms = prop.multiProcessorCount;
   p->clusters = 0;

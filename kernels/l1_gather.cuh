@@ -39,6 +39,9 @@ struct fh_l1g_plan {
 fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t n_bars, int32_t F, int32_t window,
                        const fh_bf16* W, int32_t N, int32_t K, const fh_bf16* dH, int32_t dw_rows);
 void fh_l1g_free(fh_l1g_plan* p);
+/* a row-major (rows, cols) bf16 matrix as a 2-D tensor map of box_cols x box_rows boxes with the 128-byte swizzle
+ * (cuTensorMapEncodeTiled through the runtime's driver entry point); false when it cannot be encoded */
+bool fh_l1g_encode_2d(CUtensorMap* map, const void* base, int64_t rows, int64_t cols, int box_cols, int box_rows);
 fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_bf16* acc, const fh_bf16* bias,
                             fh_bf16* Y, int64_t ldy, int32_t M, uint32_t* mask, int64_t mask_ld, int32_t mask_rows,
                             cudaStream_t s);

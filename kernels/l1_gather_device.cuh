@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
   if (CL > 1) fh_cluster_sync();
 }
 
-__global__ void __launch_bounds__(fh_l1g::kThreads, 1)
+static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
     fh_l1g_dw_kernel(const __grid_constant__ CUtensorMap hmap, const fh_l1g_dw_args a) {
   using namespace fh_l1g;
   extern __shared__ unsigned char smem_raw[];
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
 }
 
 /* dW (N rows of `cols`, ld ldw) = the splits' partials summed in split order; 4 columns a thread */
-__global__ void fh_l1g_dw_reduce(const float* __restrict__ part, int splits, int N, int cols, float* __restrict__ dW,
+static __global__ void fh_l1g_dw_reduce(const float* __restrict__ part, int splits, int N, int cols, float* __restrict__ dW,
                                  int64_t ldw) {
   const int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, n_q = (int64_t)N * cols / 4;
   if (q >= n_q) return;

@@ -45,6 +45,7 @@
 #include <functional>
 #include <vector>
 
+#include "../../kernels/l1_gather.cuh"
 #include "../../kernels/l1_gather_device.cuh"
 #include "../../native/src/cuda/gemm_cublaslt.h"
 #include "probe_check.cuh"
@@ -113,39 +114,11 @@ __global__ void __launch_bounds__(kSimpleThreads, 1) gg_kernel(fh_l1g_fwd_args a
   fh_l1g_store(a, d, m0 + wg * 64, n0);
 }
 
-/* dH (M, N) bf16 row-major as a 2-D tensor map: boxes of 64 columns x 64 rows, the 128-byte swizzle */
-bool make_hmap(CUtensorMap* map, const void* dH, int M, int N) {
-  const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
-  const cuuint64_t strides[1] = {(cuuint64_t)N * 2};
-  const cuuint32_t box[2] = {64, (cuuint32_t)kBK}, estr[2] = {1, 1};
-  const CUresult r = cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(dH), dims,
-                                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fprintf(stderr, "cuTensorMapEncodeTiled (dH) failed: %d\n", (int)r);
-  return r == CUDA_SUCCESS;
-}
-
-/* the library's gathering dW kernel and its split-order reduce (kernels/l1_gather_device.cuh) */
-fh_status launch_dw(const CUtensorMap& hmap, const fh_l1g_dw_args& a, float* dW, int ldw, cudaStream_t s) {
-  const int tiles = (kDwCols / kBN) * (a.N / kBM);
-  fh_l1g_dw_kernel<<<tiles * a.splits, kThreads, kDwSmem, s>>>(hmap, a);
-  const int64_t n_q = (int64_t)a.N * kDwCols / 4;
-  fh_l1g_dw_reduce<<<(unsigned)((n_q + 255) / 256), 256, 0, s>>>(a.part, a.splits, a.N, kDwCols, dW, ldw);
-  return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
-}
-
-/* W (N, kK) bf16 row-major as a 2-D tensor map: boxes of 64 columns x box_rows rows, the 128-byte swizzle */
+/* W (N, kK) as the library's tensor map: boxes of 64 columns x box_rows rows, the 128-byte swizzle */
 bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
-  const cuuint64_t dims[2] = {(cuuint64_t)kK, (cuuint64_t)N};
-  const cuuint64_t strides[1] = {(cuuint64_t)kK * 2};
-  const cuuint32_t box[2] = {(cuuint32_t)kBK, (cuuint32_t)box_rows}, estr[2] = {1, 1};
-  const CUresult r = cuTensorMapEncodeTiled(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(W), dims,
-                                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) fprintf(stderr, "cuTensorMapEncodeTiled failed: %d\n", (int)r);
-  return r == CUDA_SUCCESS;
+  if (fh_l1g_encode_2d(map, W, N, kK, kBK, box_rows)) return true;
+  fprintf(stderr, "gather_gemm_probe: the W tensor map could not be encoded\n");
+  return false;
 }
 
 fh_status launch_gw(const CUtensorMap& map, const fh_l1g_fwd_args& a, int persist_blocks, int cl, cudaStream_t s) {
@@ -251,22 +224,24 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
 /* The dW section (`dw`): the first layer's market weight gradient as the step computes it (cuBLASLt on the
  * materialised block's market columns, on the whole GPU and on 100 SMs) against fh_l1g_dw_kernel + fh_l1g_dw_reduce gathering its
  * rows; checked against cuBLASLt (the fp32 sums run in another order) and against itself (the same bits twice). */
-int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat16* F, const __nv_bfloat16* A,
-               const int32_t* bar, void* blk, int M, int N, int64_t n_bars, void* scrub, size_t scrub_bytes,
+int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, const void* W, const int32_t* bar,
+               void* blk, int M, int N, int64_t n_bars, void* scrub, size_t scrub_bytes,
                const std::function<fh_status()>& gather) {
-  (void)A;
   constexpr int ldw = kDwCols + 8; /* the canonical W1 row: the market columns, then the 8 account columns */
   void* dH = fh_probe_bf16_buffer((size_t)M * N, 1.0f, 4);
-  float *dW0 = nullptr, *dW1 = nullptr, *dW2 = nullptr, *part = nullptr;
-  constexpr int kMaxSplits = 8;
+  float *dW0 = nullptr, *dW1 = nullptr, *dW2 = nullptr;
   FH_PROBE_CK(cudaMalloc(&dW0, (size_t)N * ldw * 4), 1);
   FH_PROBE_CK(cudaMalloc(&dW1, (size_t)N * ldw * 4), 1);
   FH_PROBE_CK(cudaMalloc(&dW2, (size_t)N * ldw * 4), 1);
-  FH_PROBE_CK(cudaMalloc(&part, (size_t)kMaxSplits * N * kDwCols * 4), 1);
   if (!dH) return 1;
-  FH_PROBE_CK(cudaFuncSetAttribute(fh_l1g_dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem), 1);
-  CUtensorMap hmap;
-  if (!make_hmap(&hmap, dH, M, N)) return 1;
+  /* the library's plan (kernels/l1_gather.cu): its tensor maps, its split count for this GPU and its partials */
+  fh_l1g_plan plan{};
+  if (fh_l1g_setup(&plan, 1, F, n_bars, kF, kWindow, static_cast<const __nv_bfloat16*>(W), N, kK,
+                   static_cast<const __nv_bfloat16*>(dH), M) != FH_OK || !plan.on) {
+    fprintf(stderr, "dw: fh_l1g_setup: %s %s\n", plan.why, fh_cuda_last_error_text());
+    return 1;
+  }
+  const int kMaxSplits = plan.splits;
   const void* xm = static_cast<const __nv_bfloat16*>(blk) + kMkt;
   auto cublas_dw = [=](int sm_target) {
     return [=]() {
@@ -276,14 +251,16 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat1
       return r;
     };
   };
+  /* the library's launch at `splits` (at most the plan's: its partials hold that many) */
   auto ours = [=](int splits, float* out) {
-    const fh_l1g_dw_args a{F, bar, part, M, N, kF, kWindow, splits, n_bars};
-    return [=]() { return launch_dw(hmap, a, out, ldw, s); };
+    fh_l1g_plan q = plan;
+    q.splits = std::min(splits, plan.splits);
+    return [=]() { return fh_launch_l1g_dw(q, bar, M, out, ldw, s); };
   };
-  auto ours_kernel_only = [=](int splits) {
-    const fh_l1g_dw_args a{F, bar, part, M, N, kF, kWindow, splits, n_bars};
+  auto ours_kernel_only = [=]() {
+    const fh_l1g_dw_args a{F, bar, plan.part, M, N, kF, kWindow, plan.splits, n_bars};
     return [=]() {
-      fh_l1g_dw_kernel<<<(kDwCols / kBN) * (N / kBM) * splits, kThreads, kDwSmem, s>>>(hmap, a);
+      fh_l1g_dw_kernel<<<(kDwCols / kBN) * (N / kBM) * a.splits, kThreads, kDwSmem, s>>>(plan.hmap, a);
       return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
     };
   };
@@ -319,7 +296,7 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat1
       if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond; /* NaN counts */
       differ += memcmp(&h1[i], &h2[i], 4) != 0;
     }
-  printf("check dW gathering (%d splits) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, max |diff| %.3g, "
+  printf("check dW gathering (%d splits, the library's plan) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, max |diff| %.3g, "
          "%zu of %zu beyond 1e-4 rms + 1e-5 |ref|; %zu differ between two runs\n",
          kMaxSplits, rms, ref_max, worst, beyond, (size_t)N * kDwCols, differ);
   fflush(stdout);
@@ -329,16 +306,15 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, int sms, const __nv_bfloat1
     std::function<fh_status()> fn;
   };
   const double fl = 2.0 * M * kDwCols * N;
-  const int sm100 = std::min(sms, 100);
+  const int sm100 = 100; /* the step's SM target for dW1 (FH_DW1_SMS at the reference) */
   std::vector<row> rows = {
       {"gather: the paired block", gather},
       {"cuBLASLt dW on the block, whole GPU", cublas_dw(0)},
       {"cuBLASLt dW on the block, 100 SMs (the step's)", cublas_dw(sm100)},
       {"gather + cuBLASLt dW (100 SMs)", [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas_dw(sm100)(); }},
-      {"wgmma dW gathering, 8 splits (128 blocks) + reduce", ours(8, dW1)},
-      {"wgmma dW gathering, 8 splits, kernel alone", ours_kernel_only(8)},
-      {"wgmma dW gathering, 6 splits (96 blocks) + reduce", ours(6, dW1)},
-      {"wgmma dW gathering, 4 splits (64 blocks) + reduce", ours(4, dW1)},
+      {"wgmma dW gathering, the plan's splits + reduce (the library's launch)", ours(kMaxSplits, dW1)},
+      {"wgmma dW gathering, the plan's splits, kernel alone", ours_kernel_only()},
+      {"wgmma dW gathering, 4 splits + reduce", ours(4, dW1)},
   };
   printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
   for (const row& r : rows) {
@@ -491,7 +467,7 @@ int main(int argc, char** argv) {
   auto gc4_imp = [=]() { return launch_gw(wmap4, c4i, sms, 4, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   if (dw_only) {
-    const int rc = dw_section(g, ws, s, sms, F, A, bar, blk, M, N, n_bars, scrub, scrub_bytes, gather);
+    const int rc = dw_section(g, ws, s, F, W, bar, blk, M, N, n_bars, scrub, scrub_bytes, gather);
     fh_gemm_destroy(g);
     return rc;
   }
