@@ -221,6 +221,22 @@ timing timed(cudaStream_t s, const std::function<fh_status()>& fn, void* scrub, 
   return t;
 }
 
+/* one row of the probe's tables: µs and TFLOP/s (flops 0: µs only) with the L2 warm and cold; false if it failed */
+bool table_row(cudaStream_t s, const char* name, double flops, const std::function<fh_status()>& fn, void* scrub,
+               size_t scrub_bytes) {
+  bool ok = true;
+  const timing t = timed(s, fn, scrub, scrub_bytes, &ok);
+  if (!ok)
+    printf("| %s | failed | | | |\n", name);
+  else if (flops > 0.0)
+    printf("| %s | %.1f | %.0f | %.1f | %.0f |\n", name, t.warm, flops / t.warm / 1e6, t.cold, flops / t.cold / 1e6);
+  else
+    printf("| %s | %.1f | | %.1f | |\n", name, t.warm, t.cold);
+  fflush(stdout);
+  return ok;
+}
+const char* const kTableHead = "\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n";
+
 /* The dW section (`dw`): the first layer's market weight gradient as the step computes it (cuBLASLt on the
  * materialised block's market columns, on the whole GPU and on 100 SMs) against fh_l1g_dw_kernel + fh_l1g_dw_reduce gathering its
  * rows; checked against cuBLASLt (the fp32 sums run in another order) and against itself (the same bits twice). */
@@ -316,22 +332,9 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
       {"wgmma dW gathering, the plan's splits, kernel alone", ours_kernel_only()},
       {"wgmma dW gathering, 4 splits + reduce", ours(4, dW1)},
   };
-  printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
-  for (const row& r : rows) {
-    bool ok = true;
-    const timing t = timed(s, r.fn, scrub, scrub_bytes, &ok);
-    if (!ok) {
-      printf("| %s | failed | | | |\n", r.name);
-      ++bad;
-      continue;
-    }
-    const bool gemm = strncmp(r.name, "gather:", 7) != 0;
-    if (gemm)
-      printf("| %s | %.1f | %.0f | %.1f | %.0f |\n", r.name, t.warm, fl / t.warm / 1e6, t.cold, fl / t.cold / 1e6);
-    else
-      printf("| %s | %.1f | | %.1f | |\n", r.name, t.warm, t.cold);
-    fflush(stdout);
-  }
+  printf("%s", kTableHead);
+  for (const row& r : rows)
+    if (!table_row(s, r.name, strncmp(r.name, "gather:", 7) != 0 ? fl : 0.0, r.fn, scrub, scrub_bytes)) ++bad;
   return bad ? 1 : 0;
 }
 
@@ -574,23 +577,9 @@ int main(int argc, char** argv) {
       {"wgmma specialised + persistent, clusters of 4 (W multicast), on the block", fl, gc4_blk, 2},
       {"wgmma specialised + persistent, clusters of 4 (W multicast), gathering", fl, gc4_imp, 2},
   };
-  printf("\n| what | us, L2 warm | TFLOP/s | us, L2 cold | TFLOP/s |\n| --- | ---: | ---: | ---: | ---: |\n");
-  for (const row& r : rows) {
-    if (r.kind == (cluster_only ? 1 : 2)) continue;
-    bool ok = true;
-    const timing t = timed(s, r.fn, scrub, scrub_bytes, &ok);
-    if (!ok) {
-      printf("| %s | failed | | | |\n", r.name);
-      ++bad;
-      continue;
-    }
-    if (r.flops > 0.0)
-      printf("| %s | %.1f | %.0f | %.1f | %.0f |\n", r.name, t.warm, r.flops / t.warm / 1e6, t.cold,
-             r.flops / t.cold / 1e6);
-    else
-      printf("| %s | %.1f | | %.1f | |\n", r.name, t.warm, t.cold);
-    fflush(stdout);
-  }
+  printf("%s", kTableHead);
+  for (const row& r : rows)
+    if (r.kind != (cluster_only ? 1 : 2) && !table_row(s, r.name, r.flops, r.fn, scrub, scrub_bytes)) ++bad;
   fh_gemm_destroy(g);
   return bad ? 1 : 0;
 }
