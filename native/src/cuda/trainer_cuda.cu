@@ -124,10 +124,10 @@ struct fh_trainer {
    * forward reads s'): s and s' of a sample share their market rows in one block (fh_pair_layout, net_kernels.cuh),
    * about half the bytes the replay gather writes and layer 1 reads */
   bool pair = false;             /* its layout: net.pair_l */
-  /* the gathering first layer (FH_L1_GATHER=1 blocks, =2 / =3 clusters of two / four; opt-in, with the paired layout on a Hopper
-   * GPU): the replay gather writes each sample's bars and account features instead of its block, and layer 1 and
-   * dW1's market columns read the windows from the feature matrix (net.l1g, kernels/l1_gather.cuh; net.l1g.why says
-   * why it is off when asked for) */
+  /* the gathering first layer (FH_L1_GATHER=1 blocks, =2 / =3 clusters of two / four; opt-in, with the paired layout
+   * on a Hopper GPU): the replay gather writes each sample's bars and account features instead of its block, and
+   * layer 1 and dW1's market columns read the windows from the feature matrix (net.l1g, kernels/l1_gather.cuh;
+   * net.l1g.why says why it is off when asked for) */
   bool l1g = false;
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
@@ -785,6 +785,9 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
                              t->net.w1s, t->net.L.h1, pl.K, static_cast<const fh_bf16*>(t->net.da1), t->batch),
              "gathering first layer");
       t->l1g = t->net.l1g.on;
+    } else if (l1g_variant > 0) {
+      snprintf(t->net.l1g.why, sizeof t->net.l1g.why, "needs the paired batch layout (bf16, the target cache, no fused "
+               "backward, FH_PAIRED not 0)");
     }
   }
   if (t->prefetch) {
