@@ -95,10 +95,12 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
   /* (the weight gradient's kernel also holds its bar table in static shared memory) */
   if ((int)prop.sharedMemPerBlockOptin < std::max(fh_l1g::kSmem, fh_l1g::kDwSmem + fh_l1g::kDwBars * 4 + 64))
     return leave_off(p, "not enough shared memory per block");
-  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
-  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
-  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kSmem));
-  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_dw_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, fh_l1g::kDwSmem));
+  constexpr cudaFuncAttribute kDyn = cudaFuncAttributeMaxDynamicSharedMemorySize;
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, kDyn, fh_l1g::kSmem));
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, kDyn, fh_l1g::kSmem));
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, kDyn, fh_l1g::kSmem));
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_dw_kernel<false>, kDyn, fh_l1g::kDwSmem));
+  FH_CUDA_TRY(cudaFuncSetAttribute(fh_l1g_dw_kernel<true>, kDyn, fh_l1g::kDwSmem));
   if (!fh_l1g_encode_2d(&p->wmap, W, N, K, kBK, kBN / cl) || !fh_l1g_encode_2d(&p->hmap, dH, dw_rows, N, 64, kBK))
     return leave_off(p, "the TMA maps could not be encoded (cuTensorMapEncodeTiled)");
   p->sms = prop.multiProcessorCount;
@@ -108,13 +110,16 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     cudaLaunchAttribute attr[1];
     cluster_launch(&cfg, attr, cl, p->sms / cl * cl, nullptr);
     int resident = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveClusters(&resident, cl == 2 ? fh_l1g_fwd_kernel<true, 2> : fh_l1g_fwd_kernel<true, 4>, &cfg);
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(
+        &resident, cl == 2 ? fh_l1g_fwd_kernel<true, 2> : fh_l1g_fwd_kernel<true, 4>, &cfg);
     if (e != cudaSuccess || resident <= 0) {
       cudaGetLastError();
       return leave_off(p, "no cluster of the variant's size can be resident");
     }
     p->clusters = resident;
   }
+  /* FH_L1G_DW_SWAP=1 (A/B, not yet measured in place): the weight gradient's tile transposed, where N allows */
+  p->dw_swap = fh_env_is("FH_L1G_DW_SWAP", "1") && N % kBN == 0 && window * F % kBM == 0;
   const int tiles = (window * F / kBN) * (N / kBM);
   p->splits = std::max(1, std::min(p->sms / tiles, (dw_rows + kBK - 1) / kBK));
   FH_CUDA_TRY(cudaMalloc(&p->part, (size_t)p->splits * N * window * F * sizeof(float)));
@@ -193,7 +198,10 @@ fh_status fh_launch_l1g_dw(const fh_l1g_plan& p, const int32_t* bar, int32_t M, 
   a.splits = p.splits;
   a.n_bars = p.n_bars;
   const int tiles = (cols / kBN) * (p.N / kBM);
-  fh_l1g_dw_kernel<<<tiles * p.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
+  if (p.dw_swap)
+    fh_l1g_dw_kernel<true><<<tiles * p.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
+  else
+    fh_l1g_dw_kernel<false><<<tiles * p.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
   FH_LAUNCH_CHECK();
   const int64_t n_q = (int64_t)p.N * cols / 4;
   fh_l1g_dw_reduce<<<(unsigned)CEIL_DIV(n_q, 256), 256, 0, s>>>(p.part, p.splits, p.N, cols, dW, ldw);

@@ -34,6 +34,7 @@ struct fh_l1g_plan {
   int32_t F, window, N, K, dw_rows;
   int32_t sms, clusters, splits; /* clusters: how many of the variant's can be resident at once */
   float* part;              /* (splits, N, window F) */
+  bool dw_swap;             /* the weight gradient's tile transposed (fh_l1g_dw_kernel<true>; FH_L1G_DW_SWAP=1) */
 };
 
 fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t n_bars, int32_t F, int32_t window,

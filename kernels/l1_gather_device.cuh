@@ -20,7 +20,7 @@
  * RELU_AUX layout (bit c of row r at r * mask_ld + c): a quad's lanes OR their column pairs' bits with two XOR
  * shuffles and lane 0 of the quad stores 32 columns a word. The sums run in the same order in every variant.
  *
- * fh_l1g_dw_kernel: dW (N x W F, fp32) = dH^T Xm, K = the batch's samples, Xm's row j the market window of bar[j].
+ * fh_l1g_dw_kernel<SWAP>: dW (N x W F, fp32) = dH^T Xm, K = the batch's samples, Xm's row j the window of bar[j].
  * Both operands MN-major in shared memory: a slice of 64 samples is 64 lines of 128 bytes per 64-column atom (the
  * line = the sample, the swizzle on the line index); A's two atoms (64 rows of dH each) by TMA from dH (M, N)
  * row-major, B's four atoms of window columns by cp.async. A block owns one 128 x 256 tile and one of `splits`
@@ -233,6 +233,12 @@ __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
   if (CL > 1) fh_cluster_sync();
 }
 
+/* SWAP = false: a block's tile is 128 rows of dW (hidden units) x 256 window columns; A = dH's rows by TMA, B = the
+ * gathered windows (16 copies a producer thread and slice). SWAP = true (N a multiple of 256): the tile is dW's
+ * transpose, 128 window columns x 256 hidden units; A = the gathered windows (8 copies a thread and slice, as the
+ * forward's producer), B = dH by TMA (four 64-column boxes); the partial is stored transposed. The same sums either
+ * way, in the same order within a split. */
+template <bool SWAP>
 static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
     fh_l1g_dw_kernel(const __grid_constant__ CUtensorMap hmap, const fh_l1g_dw_args a) {
   using namespace fh_l1g;
@@ -242,7 +248,9 @@ static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
   __shared__ int32_t sbar[kDwBars];
   const uint32_t full0 = fh_smem_addr(&bars[0]), empty0 = fh_smem_addr(&bars[kStages]);
   const int wg = threadIdx.x >> 7, t = threadIdx.x & 127;
-  const int cols = a.window * a.F, tiles_n = cols / kBN, tiles = tiles_n * (a.N / kBM);
+  const int cols = a.window * a.F;
+  /* tiles: the tile's rows (m) and columns (n) of the GEMM the block computes (dW, or its transpose with SWAP) */
+  const int tiles_n = SWAP ? a.N / kBN : cols / kBN, tiles = tiles_n * (SWAP ? cols / kBM : a.N / kBM);
   const int tile = (int)blockIdx.x % tiles, split = (int)blockIdx.x / tiles;
   const int n0 = (tile % tiles_n) * kBN, m0 = (tile / tiles_n) * kBM;
   const int per = (a.M + a.splits - 1) / a.splits, k_begin = split * per, k_end = min(a.M, k_begin + per);
@@ -258,10 +266,13 @@ static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
   }
   __syncthreads();
   if (wg == 0) {
-    /* producer: thread t copies 16-byte chunk c = t % 32 (atom c / 8, chunk c % 8) of samples t / 32 + 4 i. The
-     * samples' bars come from a table in shared memory, refilled every kDwBars samples by the 128 producer threads
-     * at once (one round trip to L2 instead of one per slice ahead of its copies; named barrier 1) */
-    const int c = t & 31;
+    /* producer. The samples' bars come from a table in shared memory, refilled every kDwBars samples by the 128
+     * producer threads at once (one round trip to L2 instead of one a slice; named barrier 1). The gathered operand:
+     * 16-byte chunk c of each sample's window run (SWAP: 128 columns, 16 chunks, c = t % 16, samples t / 16 + 8 i;
+     * else 256 columns, 32 chunks, c = t % 32, samples t / 32 + 4 i), chunk c into atom c / 8 at line = sample */
+    constexpr int kChunks = SWAP ? 16 : 32, kPer = kBK * kChunks / 128;
+    const int c = t % kChunks, wcol0 = SWAP ? m0 : n0;
+    const uint32_t gathered = SWAP ? 0u : (uint32_t)kDwAStage; /* the gathered operand's offset in a stage */
     for (int kb = 0; kb < KB; ++kb) {
       const int s = kb % kStages, k0 = k_begin + kb * kBK, rel = kb * kBK % kDwBars;
       if (rel == 0) {
@@ -271,17 +282,20 @@ static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
       }
       if (kb >= kStages) fh_mbar_wait(empty0 + 8 * s, ((kb / kStages) - 1) & 1);
       if (t == 0) {
-        fh_mbar_arrive_tx(full0 + 8 * s, (uint32_t)kDwAStage);
-        fh_tma_load_2d(sa(s), &hmap, m0, k0, full0 + 8 * s);
-        fh_tma_load_2d(sa(s) + 8192u, &hmap, m0 + 64, k0, full0 + 8 * s);
+        const uint32_t st = sa(s) + (SWAP ? (uint32_t)kDwAStage : 0u); /* the TMA operand: B with SWAP, else A */
+        fh_mbar_arrive_tx(full0 + 8 * s, (uint32_t)(SWAP ? kDwBStage : kDwAStage));
+#pragma unroll
+        for (int q = 0; q < (SWAP ? 4 : 2); ++q)
+          fh_tma_load_2d(st + (uint32_t)q * 8192u, &hmap, (SWAP ? n0 : m0) + 64 * q, k0, full0 + 8 * s);
       }
 #pragma unroll 4
-      for (int i = 0; i < 16; ++i) {
-        const int r = (t >> 5) + 4 * i, k = k0 + r;
+      for (int i = 0; i < kPer; ++i) {
+        const int r = t / kChunks + (128 / kChunks) * i, k = k0 + r;
         const bool in = k < k_end;
-        const void* src = in ? (const void*)(fh_l1g_window(a.feat, sbar[rel + r], a.F, a.window, a.n_bars) + n0 + c * 8)
-                             : (const void*)a.feat;
-        fh_cp16(sb(s) + (uint32_t)((c >> 3) * 8192) + fh_swz(r, c & 7), src, in ? 16 : 0);
+        const void* src =
+            in ? (const void*)(fh_l1g_window(a.feat, sbar[rel + r], a.F, a.window, a.n_bars) + wcol0 + c * 8)
+               : (const void*)a.feat;
+        fh_cp16(sa(s) + gathered + (uint32_t)((c >> 3) * 8192) + fh_swz(r, c & 7), src, in ? 16 : 0);
       }
       fh_cp_async_arrive(full0 + 8 * s);
     }
@@ -304,13 +318,21 @@ static __global__ void __launch_bounds__(fh_l1g::kThreads, 1)
       if (kb > 0 && lane == 0) fh_mbar_arrive(empty0 + 8 * (uint32_t)((kb - 1) % kStages));
     }
     fh_wgmma_wait<0>();
-    /* the partial tile: warp w of the warpgroup rows 16w + lane/4 (+8), n8 group j columns 8j + 2 (lane % 4) */
-    const int w = (threadIdx.x >> 5) & 3;
-    float* P = a.part + ((int64_t)split * a.N + m0 + cw * 64 + w * 16 + (lane >> 2)) * cols + n0 + 2 * (lane & 3);
+    /* the partial tile: warp w of the warpgroup rows 16w + lane/4 (+8), n8 group j columns 8j + 2 (lane % 4), into
+     * part[split][hidden unit][window column] */
+    const int w = (threadIdx.x >> 5) & 3, r = m0 + cw * 64 + w * 16 + (lane >> 2), cq = n0 + 2 * (lane & 3);
+    float* P = a.part + (int64_t)split * a.N * cols;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-      *reinterpret_cast<float2*>(P + 8 * j) = make_float2(d[4 * j], d[4 * j + 1]);
-      *reinterpret_cast<float2*>(P + 8 * (int64_t)cols + 8 * j) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+      if (SWAP) { /* r: a window column, cq + 8j: a hidden unit */
+        P[(int64_t)(cq + 8 * j) * cols + r] = d[4 * j];
+        P[(int64_t)(cq + 8 * j + 1) * cols + r] = d[4 * j + 1];
+        P[(int64_t)(cq + 8 * j) * cols + r + 8] = d[4 * j + 2];
+        P[(int64_t)(cq + 8 * j + 1) * cols + r + 8] = d[4 * j + 3];
+      } else {
+        *reinterpret_cast<float2*>(P + (int64_t)r * cols + cq + 8 * j) = make_float2(d[4 * j], d[4 * j + 1]);
+        *reinterpret_cast<float2*>(P + (int64_t)(r + 8) * cols + cq + 8 * j) = make_float2(d[4 * j + 2], d[4 * j + 3]);
+      }
     }
   }
 }

@@ -273,10 +273,19 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
     q.splits = std::min(splits, plan.splits);
     return [=]() { return fh_launch_l1g_dw(q, bar, M, out, ldw, s); };
   };
-  auto ours_kernel_only = [=]() {
+  auto ours_swapped = [=](float* out) {
+    fh_l1g_plan q = plan;
+    q.dw_swap = true;
+    return [=]() { return fh_launch_l1g_dw(q, bar, M, out, ldw, s); };
+  };
+  auto ours_kernel_only = [=](bool swap) {
     const fh_l1g_dw_args a{F, bar, plan.part, M, N, kF, kWindow, plan.splits, n_bars};
     return [=]() {
-      fh_l1g_dw_kernel<<<(kDwCols / kBN) * (N / kBM) * a.splits, kThreads, kDwSmem, s>>>(plan.hmap, a);
+      const int blocks = (kDwCols / kBN) * (N / kBM) * a.splits;
+      if (swap)
+        fh_l1g_dw_kernel<true><<<blocks, kThreads, kDwSmem, s>>>(plan.hmap, a);
+      else
+        fh_l1g_dw_kernel<false><<<blocks, kThreads, kDwSmem, s>>>(plan.hmap, a);
       return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
     };
   };
@@ -312,11 +321,31 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
       if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond; /* NaN counts */
       differ += memcmp(&h1[i], &h2[i], 4) != 0;
     }
-  printf("check dW gathering (%d splits, the library's plan) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, max |diff| %.3g, "
-         "%zu of %zu beyond 1e-4 rms + 1e-5 |ref|; %zu differ between two runs\n",
+  printf("check dW gathering (%d splits, the library's plan) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, "
+         "max |diff| %.3g, %zu of %zu beyond 1e-4 rms + 1e-5 |ref|; %zu differ between two runs\n",
          kMaxSplits, rms, ref_max, worst, beyond, (size_t)N * kDwCols, differ);
   fflush(stdout);
   int bad = beyond != 0 || differ != 0 || rms == 0.0;
+  /* the transposed tile: against cuBLASLt the same way; against the untransposed kernel for information (the
+   * instruction's internal order of a k16 step may differ between the operand layouts) */
+  FH_PROBE_CK(cudaMemsetAsync(dW2, 0xff, n_w * 4, s), 1);
+  const fh_status r4 = ours_swapped(dW2)();
+  FH_PROBE_CK(cudaStreamSynchronize(s), 1);
+  FH_PROBE_CK(cudaMemcpy(h2.data(), dW2, n_w * 4, cudaMemcpyDeviceToHost), 1);
+  double worst_t = 0.0;
+  size_t beyond_t = 0, differ_t = 0;
+  for (int r = 0; r < N; ++r)
+    for (int c = 0; c < kDwCols; ++c) {
+      const size_t i = (size_t)r * ldw + c;
+      const double dd = fabs((double)h2[i] - h0[i]);
+      worst_t = std::max(worst_t, dd);
+      if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond_t;
+      differ_t += memcmp(&h1[i], &h2[i], 4) != 0;
+    }
+  printf("check dW gathering transposed: %s; max |diff| %.3g against cuBLASLt, %zu beyond; %zu differ from the "
+         "untransposed kernel\n", r4 == FH_OK ? "ran" : "FAILED", worst_t, beyond_t, differ_t);
+  fflush(stdout);
+  bad += r4 != FH_OK || beyond_t != 0;
   struct row {
     const char* name;
     std::function<fh_status()> fn;
@@ -329,7 +358,9 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
       {"cuBLASLt dW on the block, 100 SMs (the step's)", cublas_dw(sm100)},
       {"gather + cuBLASLt dW (100 SMs)", [=]() { fh_status r = gather(); return r != FH_OK ? r : cublas_dw(sm100)(); }},
       {"wgmma dW gathering, the plan's splits + reduce (the library's launch)", ours(kMaxSplits, dW1)},
-      {"wgmma dW gathering, the plan's splits, kernel alone", ours_kernel_only()},
+      {"wgmma dW gathering, the plan's splits, kernel alone", ours_kernel_only(false)},
+      {"wgmma dW gathering transposed (windows as A, dH by TMA as B) + reduce", ours_swapped(dW2)},
+      {"wgmma dW gathering transposed, kernel alone", ours_kernel_only(true)},
       {"wgmma dW gathering, 4 splits + reduce", ours(4, dW1)},
   };
   printf("%s", kTableHead);
