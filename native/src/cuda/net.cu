@@ -422,7 +422,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool streamed = p == 0 && which == 0 && net->heads_out && heads && !(net->knockout & FH_KO_HEADS);
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
-  } else if (p == 0 && which == 0 && net->pair && net->l1g_on) {
+  } else if (p == 0 && which == 0 && net->pair && net->l1g.on) {
     /* the gathering first layer: the s rows then the s' rows in one launch, the ReLU mask of the s rows */
     if (B % 2) return FH_ERR_INVALID_ARGUMENT;
     void* xin = const_cast<void*>(x);
@@ -715,7 +715,7 @@ static fh_status fh_net_backward_t(fh_net* net, int32_t B) {
      * (before it with dw1_acc_first; fs follows the ReLU pass that wrote da1): tiles that fit the width instead of one mostly empty tile row.
      * Paired layout: the s runs of the blocks (account at 0, market at mkt; always these two GEMMs) */
     const int mk = L.D - FH_ENV_ACCOUNT;
-    const bool gathering = pair && net->l1g_on; /* the account features apart, the market columns gathered */
+    const bool gathering = pair && net->l1g.on; /* the account features apart, the market columns gathered */
     const int ldx = gathering ? FH_ENV_ACCOUNT : pair ? net->pair_l.P : L.D;
     const void* xa = gathering ? fh_l1g_acc(P.x, B) : pair ? P.x : fh_byte_ptr(P.x, mk, op);
     const void* xm = pair ? fh_byte_ptr(P.x, net->pair_l.mkt, op) : P.x;

@@ -124,12 +124,11 @@ struct fh_net {
   fh_pair_layout pair_l;
   fh_bf16* w1s;
   fh_bf16* w1n;
-  /* the gathering first layer (FH_L1_GATHER, kernels/l1_gather.cuh; with the paired layout, Hopper only): while the
-   * trainer launches a train step with it, l1g_on is set too, and pass 0's x holds the batch's bars and account
-   * features (fh_l1g_bars, fh_l1g_acc) instead of its blocks: layer 1 of the s and s' rows is one launch over w1s
-   * that reads each row's market window from the feature matrix, and dW1's market columns gather the same way
-   * (its account columns: cuBLASLt on the account features). The trainer owns the plan's setup (fh_l1g_setup) */
-  bool l1g_on;
+  /* the gathering first layer (FH_L1_GATHER, kernels/l1_gather.cuh; with the paired layout, Hopper only): the trainer
+   * sets the plan up (fh_l1g_setup); where it is on, a train step with pair set reads pass 0's x as the batch's bars
+   * and account features (fh_l1g_bars, fh_l1g_acc) instead of its blocks: layer 1 of the s and s' rows is one launch
+   * over w1s that reads each row's market window from the feature matrix, and dW1's market columns gather the same
+   * way (its account columns: cuBLASLt on the account features) */
   fh_l1g_plan l1g;
   fh_relu_mask mask1, mask2, maskh;  /* pass 0's ReLU masks of a1, a2, ah (2 cap rows) */
   void* dlog[FH_NET_HEADS];     /* (cap, out_pad[k]) d loss / d logits, op dtype */

@@ -125,10 +125,9 @@ struct fh_trainer {
    * about half the bytes the replay gather writes and layer 1 reads */
   bool pair = false;             /* its layout: net.pair_l */
   /* the gathering first layer (FH_L1_GATHER=1 blocks, =2 / =3 clusters of two / four; opt-in, with the paired layout
-   * on a Hopper GPU): the replay gather writes each sample's bars and account features instead of its block, and
-   * layer 1 and dW1's market columns read the windows from the feature matrix (net.l1g, kernels/l1_gather.cuh;
-   * net.l1g.why says why it is off when asked for) */
-  bool l1g = false;
+   * on a Hopper GPU) is on where net.l1g.on: the replay gather writes each sample's bars and account features instead
+   * of its block, and layer 1 and dW1's market columns read the windows from the feature matrix
+   * (kernels/l1_gather.cuh; net.l1g.why says why it is off when asked for) */
 
   /* replay prefetch (FH_TRAIN_PREFETCH, default on): side stream and its fork / sampled / join events */
   bool prefetch = false;
@@ -344,7 +343,7 @@ static fh_status launch_sample_gather(fh_trainer* t, int set, cudaStream_t s, co
                                 branch ? t->e_wfork : nullptr));
   if (sampled) FH_CUDA_TRY(cudaEventRecord(sampled, s));
   if (net->knockout & FH_KO_GATHER) return FH_OK;
-  if (t->pair && t->l1g) return fh_launch_replay_gather_l1g(t->replay, bb, B, fh_l1g_bars(x), fh_l1g_acc(x, B), s);
+  if (t->pair && net->l1g.on) return fh_launch_replay_gather_l1g(t->replay, bb, B, fh_l1g_bars(x), fh_l1g_acc(x, B), s);
   if (t->pair) return fh_launch_replay_gather_pair(t->replay, t->dm, c.window, bb, B, x, net->pair_l, s);
   return fh_launch_replay_gather(t->replay, t->dm, c.window, bb, B, net->op, x, fh_net_next_obs(net, B, x), t->obs_dim,
                                  s);
@@ -444,13 +443,11 @@ static fh_status launch_train_step(fh_trainer* t, unsigned flags) {
   t->net.tp1_bars = t->tp1.on ? t->bb[set].nbar : nullptr;
   t->net.tc_rows = t->tcache.on ? t->bb[set].nslot : nullptr;
   t->net.pair = t->pair;
-  t->net.l1g_on = t->pair && t->l1g;
   const fh_status st = launch_train_step_body(t, flags);
   t->net.pass[0].x = t->xs[0];
   t->net.tp1_bars = nullptr;
   t->net.tc_rows = nullptr;
   t->net.pair = false;
-  t->net.l1g_on = false;
   return st;
 }
 
@@ -690,11 +687,9 @@ static fh_status warm_up(fh_trainer* t) {
   }
   TR_TRY(t, st, "warm-up train shapes");
   if (t->pair) { /* the paired layout's layer-1 shapes (B/2 blocks of the zeroed input) */
-    net->pair = true;
-    net->l1g_on = t->l1g; /* (its account columns' dW is a cuBLASLt shape of its own) */
+    net->pair = true; /* (with net.l1g on, its account columns' dW is a cuBLASLt shape of its own) */
     st = fh_net_loss_grad(net, B, bb.act, bb.ret, bb.disc, bb.weight);
     net->pair = false;
-    net->l1g_on = false;
     TR_TRY(t, st, "warm-up train shapes (paired layout)");
   }
   TR_TRY(t, fh_net_forward(net, 1, 0, t->cfg.n_envs, 1), "warm-up collect shapes");
@@ -784,7 +779,6 @@ static fh_status create_inner(fh_trainer* t, const fh_market* market) {
       TR_TRY(t, fh_l1g_setup(&t->net.l1g, l1g_variant, t->dm.features_bf16, t->dm.view.n_bars, F, c.window,
                              t->net.w1s, t->net.L.h1, pl.K, static_cast<const fh_bf16*>(t->net.da1), t->batch),
              "gathering first layer");
-      t->l1g = t->net.l1g.on;
     } else if (l1g_variant > 0) {
       snprintf(t->net.l1g.why, sizeof t->net.l1g.why, "needs the paired batch layout (bf16, the target cache, no fused "
                "backward, FH_PAIRED not 0)");
@@ -1011,7 +1005,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                    t->net.mma ? "mma" : t->net.fused ? "fused-epilogue" : "kernel",
                    t->net.pass[0].ldt == FH_BF16 ? "bf16" : "fp32");
   /* first, so that the string's length limit never cuts it */
-  if (t->l1g)
+  if (t->net.l1g.on)
     engine_add(out, w, ", L1 gathering (%s, dW1 %d splits%s)",
                t->net.l1g.variant == 3 ? "clusters of four" : t->net.l1g.variant == 2 ? "clusters of two" : "blocks",
                t->net.l1g.splits, t->net.l1g.dw_swap ? " transposed" : "");
@@ -1037,7 +1031,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
                t->weights_branch ? " weights-branch" : "");
   if (t->prefetch_off_by_env) engine_add(out, w, ", no prefetch");
   if (t->net.knockout) engine_add(out, w, ", KNOCKOUT 0x%x (measurement only)", t->net.knockout);
-  if (!t->l1g && t->net.l1g.why[0]) engine_add(out, w, "; L1 gathering off: %s", t->net.l1g.why);
+  if (!t->net.l1g.on && t->net.l1g.why[0]) engine_add(out, w, "; L1 gathering off: %s", t->net.l1g.why);
   return FH_OK;
 }
 
