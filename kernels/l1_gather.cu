@@ -121,15 +121,23 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
   /* FH_L1G_DW_SWAP=1 (A/B, not yet measured in place): the weight gradient's tile transposed, where N allows */
   p->dw_swap = fh_env_is("FH_L1G_DW_SWAP", "1") && N % kBN == 0 && window * F % kBM == 0;
   const int tiles = (window * F / kBN) * (N / kBM);
-  p->splits = std::max(1, std::min(p->sms / tiles, (dw_rows + kBK - 1) / kBK));
-  FH_CUDA_TRY(cudaMalloc(&p->part, (size_t)p->splits * N * window * F * sizeof(float)));
-  p->feat = feat;
-  p->W = W;
-  p->n_bars = n_bars;
-  p->F = F;
-  p->window = window;
-  p->N = N;
-  p->K = K;
+  fh_l1g_dw_args& d = p->dw;
+  d.splits = std::max(1, std::min(p->sms / tiles, (dw_rows + kBK - 1) / kBK));
+  FH_CUDA_TRY(cudaMalloc(&d.part, (size_t)d.splits * N * window * F * sizeof(float)));
+  d.feat = feat;
+  d.M = dw_rows;
+  d.N = N;
+  d.F = F;
+  d.window = window;
+  d.n_bars = n_bars;
+  fh_l1g_fwd_args& a = p->fwd;
+  a.feat = feat;
+  a.W = W;
+  a.N = N;
+  a.K = K;
+  a.F = F;
+  a.window = window;
+  a.n_bars = n_bars;
   p->dw_rows = dw_rows;
   p->on = true;
   p->why[0] = 0;
@@ -137,35 +145,13 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
 }
 
 void fh_l1g_free(fh_l1g_plan* p) {
-  if (p->part) cudaFree(p->part);
-  p->part = nullptr;
+  if (p->dw.part) cudaFree(p->dw.part);
+  p->dw.part = nullptr;
   p->on = false;
 }
 
-fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_bf16* acc, const fh_bf16* bias,
-                            fh_bf16* Y, int64_t ldy, int32_t M, uint32_t* mask, int64_t mask_ld, int32_t mask_rows,
-                            cudaStream_t s) {
-  if (!p.on || !bar || !acc || !bias || !Y || M <= 0 || ldy < p.N || ldy % 2 || !aligned16(acc) ||
-      (mask && (mask_ld < p.N || mask_ld % 128)))
-    return FH_ERR_INVALID_ARGUMENT;
-  fh_l1g_fwd_args a{};
-  a.feat = p.feat;
-  a.bar = bar;
-  a.acc = acc;
-  a.W = p.W;
-  a.bias = bias;
-  a.Y = Y;
-  a.ldy = ldy;
-  a.mask = mask;
-  a.mask_ld = mask_ld;
-  a.mask_rows = mask ? mask_rows : 0;
-  a.M = M;
-  a.N = p.N;
-  a.K = p.K;
-  a.F = p.F;
-  a.window = p.window;
-  a.n_bars = p.n_bars;
-  const int tn = (p.N + kBN - 1) / kBN, tm = (M + kBM - 1) / kBM;
+fh_status fh_l1g_launch_fwd_args(const fh_l1g_plan& p, const fh_l1g_fwd_args& a, cudaStream_t s) {
+  const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
   const int cl = cluster_of(p.variant);
   if (cl > 1) {
     cudaLaunchConfig_t cfg = {};
@@ -183,28 +169,41 @@ fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_b
   return FH_OK;
 }
 
+fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_bf16* acc, const fh_bf16* bias,
+                            fh_bf16* Y, int64_t ldy, int32_t M, uint32_t* mask, int64_t mask_ld, int32_t mask_rows,
+                            cudaStream_t s) {
+  const int32_t N = p.fwd.N;
+  if (!p.on || !bar || !acc || !bias || !Y || M <= 0 || ldy < N || ldy % 2 || !aligned16(acc) ||
+      (mask && (mask_ld < N || mask_ld % 128)))
+    return FH_ERR_INVALID_ARGUMENT;
+  fh_l1g_fwd_args a = p.fwd;
+  a.bar = bar;
+  a.acc = acc;
+  a.bias = bias;
+  a.Y = Y;
+  a.ldy = ldy;
+  a.mask = mask;
+  a.mask_ld = mask_ld;
+  a.mask_rows = mask ? mask_rows : 0;
+  a.M = M;
+  return fh_l1g_launch_fwd_args(p, a, s);
+}
+
 fh_status fh_launch_l1g_dw(const fh_l1g_plan& p, const int32_t* bar, int32_t M, float* dW, int64_t ldw,
                            cudaStream_t s) {
-  const int cols = p.window * p.F;
+  const fh_l1g_dw_args& d = p.dw;
+  const int cols = d.window * d.F;
   if (!p.on || !bar || !dW || M != p.dw_rows || ldw < cols) return FH_ERR_INVALID_ARGUMENT;
-  fh_l1g_dw_args a{};
-  a.feat = p.feat;
+  fh_l1g_dw_args a = d;
   a.bar = bar;
-  a.part = p.part;
-  a.M = M;
-  a.N = p.N;
-  a.F = p.F;
-  a.window = p.window;
-  a.splits = p.splits;
-  a.n_bars = p.n_bars;
-  const int tiles = (cols / kBN) * (p.N / kBM);
+  const int tiles = (cols / kBN) * (d.N / kBM);
   if (p.dw_swap)
-    fh_l1g_dw_kernel<true><<<tiles * p.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
+    fh_l1g_dw_kernel<true><<<tiles * d.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
   else
-    fh_l1g_dw_kernel<false><<<tiles * p.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
+    fh_l1g_dw_kernel<false><<<tiles * d.splits, fh_l1g::kThreads, fh_l1g::kDwSmem, s>>>(p.hmap, a);
   FH_LAUNCH_CHECK();
-  const int64_t n_q = (int64_t)p.N * cols / 4;
-  fh_l1g_dw_reduce<<<(unsigned)CEIL_DIV(n_q, 256), 256, 0, s>>>(p.part, p.splits, p.N, cols, dW, ldw);
+  const int64_t n_q = (int64_t)d.N * cols / 4;
+  fh_l1g_dw_reduce<<<(unsigned)CEIL_DIV(n_q, 256), 256, 0, s>>>(d.part, d.splits, d.N, cols, dW, ldw);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

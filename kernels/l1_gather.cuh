@@ -21,6 +21,32 @@
 
 #include "cuda_common.cuh"
 
+struct fh_l1g_fwd_args {
+  const __nv_bfloat16* feat; /* (n_bars, F) bf16 feature matrix */
+  const int32_t* bar;        /* (M) each row's bar t; nullptr: the rows come from blk */
+  const __nv_bfloat16* acc;  /* (M, 8) account features (with bar) */
+  const __nv_bfloat16* blk;  /* materialised rows (without bar): the account block at 0, the window at 64 */
+  int64_t blk_ld;
+  const __nv_bfloat16* W;    /* (N, K): only its address for the zero-byte copies; the slices come by TMA */
+  const __nv_bfloat16* bias; /* (N) */
+  __nv_bfloat16* Y;          /* (M, ldy) */
+  int64_t ldy;
+  uint32_t* mask;            /* optional ReLU bits of rows < mask_rows, mask_ld bits a row (a multiple of 128 >= N) */
+  int64_t mask_ld;
+  int32_t mask_rows;
+  int32_t M, N, K;           /* K = 64 + window F */
+  int32_t F, window;
+  int64_t n_bars;
+};
+
+struct fh_l1g_dw_args {
+  const __nv_bfloat16* feat; /* (n_bars, F) */
+  const int32_t* bar;        /* (M) */
+  float* part;               /* (splits, N, window F) fp32 partials */
+  int32_t M, N, F, window, splits;
+  int64_t n_bars;
+};
+
 /* plain data (zero-initialised = off; the nets that hold one are memset) */
 struct fh_l1g_plan {
   bool on;
@@ -28,12 +54,10 @@ struct fh_l1g_plan {
   int variant;              /* 1 persistent blocks; 2, 3 persistent clusters of two, four (W slices by TMA multicast) */
   CUtensorMap wmap;         /* W (N, K), boxes of 64 columns x 256 / cluster size rows */
   CUtensorMap hmap;         /* dH (dw_rows, N), boxes of 64 x 64 */
-  const fh_bf16* feat;
-  const fh_bf16* W;
-  int64_t n_bars;
-  int32_t F, window, N, K, dw_rows;
-  int32_t sms, clusters, splits; /* clusters: how many of the variant's can be resident at once */
-  float* part;              /* (splits, N, window F) */
+  fh_l1g_fwd_args fwd;      /* the launches' arguments as far as the setup knows them (feature matrix, W, shapes) */
+  fh_l1g_dw_args dw;        /* (and the split count, the partials: (splits, N, window F) fp32) */
+  int32_t dw_rows;
+  int32_t sms, clusters;    /* clusters: how many of the variant's can be resident at once */
   bool dw_swap;             /* the weight gradient's tile transposed (fh_l1g_dw_kernel<true>; FH_L1G_DW_SWAP=1) */
 };
 
@@ -48,5 +72,8 @@ fh_status fh_launch_l1g_fwd(const fh_l1g_plan& p, const int32_t* bar, const fh_b
                             cudaStream_t s);
 fh_status fh_launch_l1g_dw(const fh_l1g_plan& p, const int32_t* bar, int32_t M, float* dW, int64_t ldw,
                            cudaStream_t s);
+/* The forward with arguments given whole (the probe's variants: rows from a materialised block too), launched as
+ * the plan's variant; no checks beyond the launch's. */
+fh_status fh_l1g_launch_fwd_args(const fh_l1g_plan& p, const fh_l1g_fwd_args& a, cudaStream_t s);
 
 #endif /* FH_L1_GATHER_CUH */

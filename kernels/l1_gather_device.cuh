@@ -30,6 +30,7 @@
 #ifndef FH_L1_GATHER_DEVICE_CUH
 #define FH_L1_GATHER_DEVICE_CUH
 
+#include "l1_gather.cuh"
 #include "sm90.cuh"
 
 namespace fh_l1g {
@@ -43,32 +44,6 @@ constexpr int kDwSmem = kStages * kDwStage + 1024;
 constexpr int kDwBars = 4096; /* the dW producer's bar table: a chunk of its samples' bars in shared memory */
 
 }  // namespace fh_l1g
-
-struct fh_l1g_fwd_args {
-  const __nv_bfloat16* feat; /* (n_bars, F) bf16 feature matrix */
-  const int32_t* bar;        /* (M) each row's bar t; nullptr: the rows come from blk */
-  const __nv_bfloat16* acc;  /* (M, 8) account features (with bar) */
-  const __nv_bfloat16* blk;  /* materialised rows (without bar): the account block at 0, the window at 64 */
-  int64_t blk_ld;
-  const __nv_bfloat16* W;    /* (N, K): only its address for the zero-byte copies; the slices come by TMA */
-  const __nv_bfloat16* bias; /* (N) */
-  __nv_bfloat16* Y;          /* (M, ldy) */
-  int64_t ldy;
-  uint32_t* mask;            /* optional ReLU bits of rows < mask_rows, mask_ld bits a row (a multiple of 128 >= N) */
-  int64_t mask_ld;
-  int32_t mask_rows;
-  int32_t M, N, K;           /* K = 64 + window F */
-  int32_t F, window;
-  int64_t n_bars;
-};
-
-struct fh_l1g_dw_args {
-  const __nv_bfloat16* feat; /* (n_bars, F) */
-  const int32_t* bar;        /* (M) */
-  float* part;               /* (splits, N, window F) fp32 partials */
-  int32_t M, N, F, window, splits;
-  int64_t n_bars;
-};
 
 /* a row's window base: bar clamped into [W-1, n_bars-1] (a zeroed batch, as in the trainer's warm-up, reads bar 0) */
 __device__ __forceinline__ const __nv_bfloat16* fh_l1g_window(const __nv_bfloat16* feat, int32_t bar, int32_t F,

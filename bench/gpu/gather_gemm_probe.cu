@@ -114,46 +114,12 @@ __global__ void __launch_bounds__(kSimpleThreads, 1) gg_kernel(fh_l1g_fwd_args a
   fh_l1g_store(a, d, m0 + wg * 64, n0);
 }
 
-/* W (N, kK) as the library's tensor map: boxes of 64 columns x box_rows rows, the 128-byte swizzle */
-bool make_wmap(CUtensorMap* map, const void* W, int N, int box_rows) {
-  if (fh_l1g_encode_2d(map, W, N, kK, kBK, box_rows)) return true;
-  fprintf(stderr, "gather_gemm_probe: the W tensor map could not be encoded\n");
-  return false;
-}
-
-fh_status launch_gw(const CUtensorMap& map, const fh_l1g_fwd_args& a, int persist_blocks, int cl, cudaStream_t s) {
-  const int tn = (a.N + kBN - 1) / kBN, tm = (a.M + kBM - 1) / kBM;
-  if (cl == 2 || cl == 4) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)cl;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    void (*kernel)(const CUtensorMap, const fh_l1g_fwd_args) =
-        cl == 2 ? fh_l1g_fwd_kernel<true, 2> : fh_l1g_fwd_kernel<true, 4>;
-    /* only as many clusters as can be resident at once (a GPC with a count of free SMs that is no multiple of the
-     * cluster leaves some out): a persistent cluster that waits for another to finish all of its units doubles the tail */
-    static int resident[5] = {0, 0, 0, 0, 0};
-    if (resident[cl] == 0) {
-      cfg.gridDim = dim3((unsigned)(persist_blocks / cl * cl));
-      if (cudaOccupancyMaxActiveClusters(&resident[cl], kernel, &cfg) != cudaSuccess || resident[cl] <= 0)
-        resident[cl] = persist_blocks / cl;
-      printf("cluster variant: %d clusters of %d resident at once\n", resident[cl], cl);
-    }
-    const int units = tn * ((tm + cl - 1) / cl);
-    cfg.gridDim = dim3((unsigned)(cl * std::min(resident[cl], units)));
-    if (cudaLaunchKernelEx(&cfg, kernel, map, a) != cudaSuccess) return FH_ERR_DEVICE;
-  } else if (persist_blocks > 0) {
-    fh_l1g_fwd_kernel<true, 1><<<std::min(persist_blocks, tn * tm), kThreads, kSmem, s>>>(map, a);
-  } else {
-    fh_l1g_fwd_kernel<false, 1><<<dim3((unsigned)tn, (unsigned)tm), kThreads, kSmem, s>>>(map, a);
-  }
+/* the warp-specialised forward: one tile a block (persistent false, this file's instance), else the library's
+ * launch as plans[v]'s variant (persistent blocks, clusters of two or four) */
+fh_status launch_gw(const fh_l1g_plan* plans, const fh_l1g_fwd_args& a, int variant, cudaStream_t s) {
+  if (variant > 0) return fh_l1g_launch_fwd_args(plans[variant - 1], a, s);
+  const dim3 grid((unsigned)((a.N + kBN - 1) / kBN), (unsigned)((a.M + kBM - 1) / kBM));
+  fh_l1g_fwd_kernel<false, 1><<<grid, kThreads, kSmem, s>>>(plans[0].wmap, a);
   return cudaGetLastError() == cudaSuccess ? FH_OK : FH_ERR_DEVICE;
 }
 
@@ -240,24 +206,14 @@ const char* const kTableHead = "\n| what | us, L2 warm | TFLOP/s | us, L2 cold |
 /* The dW section (`dw`): the first layer's market weight gradient as the step computes it (cuBLASLt on the
  * materialised block's market columns, on the whole GPU and on 100 SMs) against fh_l1g_dw_kernel + fh_l1g_dw_reduce gathering its
  * rows; checked against cuBLASLt (the fp32 sums run in another order) and against itself (the same bits twice). */
-int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, const void* W, const int32_t* bar,
-               void* blk, int M, int N, int64_t n_bars, void* scrub, size_t scrub_bytes,
-               const std::function<fh_status()>& gather) {
+int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const fh_l1g_plan& plan, const void* dH, const int32_t* bar,
+               void* blk, int M, int N, void* scrub, size_t scrub_bytes, const std::function<fh_status()>& gather) {
   constexpr int ldw = kDwCols + 8; /* the canonical W1 row: the market columns, then the 8 account columns */
-  void* dH = fh_probe_bf16_buffer((size_t)M * N, 1.0f, 4);
   float *dW0 = nullptr, *dW1 = nullptr, *dW2 = nullptr;
   FH_PROBE_CK(cudaMalloc(&dW0, (size_t)N * ldw * 4), 1);
   FH_PROBE_CK(cudaMalloc(&dW1, (size_t)N * ldw * 4), 1);
   FH_PROBE_CK(cudaMalloc(&dW2, (size_t)N * ldw * 4), 1);
-  if (!dH) return 1;
-  /* the library's plan (kernels/l1_gather.cu): its tensor maps, its split count for this GPU and its partials */
-  fh_l1g_plan plan{};
-  if (fh_l1g_setup(&plan, 1, F, n_bars, kF, kWindow, static_cast<const __nv_bfloat16*>(W), N, kK,
-                   static_cast<const __nv_bfloat16*>(dH), M) != FH_OK || !plan.on) {
-    fprintf(stderr, "dw: fh_l1g_setup: %s %s\n", plan.why, fh_cuda_last_error_text());
-    return 1;
-  }
-  const int kMaxSplits = plan.splits;
+  const int kMaxSplits = plan.dw.splits;
   const void* xm = static_cast<const __nv_bfloat16*>(blk) + kMkt;
   auto cublas_dw = [=](int sm_target) {
     return [=]() {
@@ -270,7 +226,7 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
   /* the library's launch at `splits` (at most the plan's: its partials hold that many) */
   auto ours = [=](int splits, float* out) {
     fh_l1g_plan q = plan;
-    q.splits = std::min(splits, plan.splits);
+    q.dw.splits = std::min(splits, plan.dw.splits);
     return [=]() { return fh_launch_l1g_dw(q, bar, M, out, ldw, s); };
   };
   auto ours_swapped = [=](float* out) {
@@ -279,7 +235,8 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const __nv_bfloat16* F, con
     return [=]() { return fh_launch_l1g_dw(q, bar, M, out, ldw, s); };
   };
   auto ours_kernel_only = [=](bool swap) {
-    const fh_l1g_dw_args a{F, bar, plan.part, M, N, kF, kWindow, plan.splits, n_bars};
+    fh_l1g_dw_args a = plan.dw;
+    a.bar = bar;
     return [=]() {
       const int blocks = (kDwCols / kBN) * (N / kBM) * a.splits;
       if (swap)
@@ -437,45 +394,46 @@ int main(int argc, char** argv) {
   auto cublas = [=]() {
     return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N);
   };
-  fh_l1g_fwd_args ab{};
+  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  /* the library's plans (kernels/l1_gather.cu) of its three variants: tensor maps, resident clusters, the dW's
+   * splits and partials (dH: the `dw` section's input gradient) */
+  void* dH = fh_probe_bf16_buffer((size_t)M * N, 1.0f, 4);
+  if (!dH) return 1;
+  fh_l1g_plan plans[3] = {};
+  for (int v = 1; v <= 3; ++v) {
+    fh_l1g_plan& p = plans[v - 1];
+    if (fh_l1g_setup(&p, v, F, n_bars, kF, kWindow, static_cast<const __nv_bfloat16*>(W), N, kK,
+                     static_cast<const __nv_bfloat16*>(dH), M) != FH_OK || !p.on) {
+      fprintf(stderr, "gather_gemm_probe: fh_l1g_setup (variant %d): %s %s\n", v, p.why, fh_cuda_last_error_text());
+      return 1;
+    }
+    if (v > 1) printf("variant %d: %d clusters of %d resident at once\n", v, p.clusters, v == 2 ? 2 : 4);
+  }
+  fh_l1g_fwd_args ab = plans[0].fwd; /* the feature matrix, W and the shapes as the library's setup set them */
   ab.blk_ld = kP;
   ab.ldy = N;
   ab.mask_rows = M;
-  ab.K = kK;
-  ab.F = kF;
-  ab.window = kWindow;
-  ab.n_bars = n_bars;
-  ab.feat = F;
   ab.blk = static_cast<const __nv_bfloat16*>(blk);
-  ab.W = static_cast<const __nv_bfloat16*>(W);
   ab.bias = static_cast<const __nv_bfloat16*>(bias);
   auto out = [&](int q) { return static_cast<__nv_bfloat16*>(ys[1 + q]); };
   ab.Y = out(0);
   ab.M = M;
-  ab.N = N;
   fh_l1g_fwd_args ai = ab;
   ai.bar = bar;
   ai.acc = A;
   ai.Y = out(1);
   auto gg_blk = [=]() { return launch_gg(ab, s); };
   auto gg_imp = [=]() { return launch_gg(ai, s); };
-  CUtensorMap wmap, wmap2, wmap4;
-  if (!make_wmap(&wmap, W, N, kBN) || !make_wmap(&wmap2, W, N, kBN / 2) || !make_wmap(&wmap4, W, N, kBN / 4)) return 1;
-  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<true, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   fh_l1g_fwd_args wb = ab, wi = ai;
   wb.Y = out(2);
   wi.Y = out(3);
-  const int sms = prop.multiProcessorCount;
-  auto gw_blk = [=]() { return launch_gw(wmap, wb, 0, 1, s); };
-  auto gw_imp = [=]() { return launch_gw(wmap, wi, 0, 1, s); };
+  auto gw_blk = [=]() { return launch_gw(plans, wb, 0, s); };
+  auto gw_imp = [=]() { return launch_gw(plans, wi, 0, s); };
   fh_l1g_fwd_args pb = wb, pi = wi;
   pb.Y = out(4);
   pi.Y = out(5);
-  auto gp_blk = [=]() { return launch_gw(wmap, pb, sms, 1, s); };
-  auto gp_imp = [=]() { return launch_gw(wmap, pi, sms, 1, s); };
+  auto gp_blk = [=]() { return launch_gw(plans, pb, 1, s); };
+  auto gp_imp = [=]() { return launch_gw(plans, pi, 1, s); };
   /* the ReLU bit mask the backward reads (the step writes it for the s rows): cuBLASLt's against the epilogue's */
   const int64_t mld = 512;
   void *mbits0 = nullptr, *mbits1 = nullptr;
@@ -488,20 +446,20 @@ int main(int argc, char** argv) {
   fh_l1g_fwd_args pm = pi;
   pm.mask = static_cast<uint32_t*>(mbits1);
   pm.mask_ld = mld;
-  auto gp_imp_mask = [=]() { return launch_gw(wmap, pm, sms, 1, s); };
+  auto gp_imp_mask = [=]() { return launch_gw(plans, pm, 1, s); };
   fh_l1g_fwd_args cb = wb, ci = wi;
   cb.Y = out(6);
   ci.Y = out(7);
-  auto gc_blk = [=]() { return launch_gw(wmap2, cb, sms, 2, s); };
-  auto gc_imp = [=]() { return launch_gw(wmap2, ci, sms, 2, s); };
+  auto gc_blk = [=]() { return launch_gw(plans, cb, 2, s); };
+  auto gc_imp = [=]() { return launch_gw(plans, ci, 2, s); };
   fh_l1g_fwd_args c4b = wb, c4i = wi;
   c4b.Y = out(8);
   c4i.Y = out(9);
-  auto gc4_blk = [=]() { return launch_gw(wmap4, c4b, sms, 4, s); };
-  auto gc4_imp = [=]() { return launch_gw(wmap4, c4i, sms, 4, s); };
+  auto gc4_blk = [=]() { return launch_gw(plans, c4b, 3, s); };
+  auto gc4_imp = [=]() { return launch_gw(plans, c4i, 3, s); };
   printf("gather_gemm_probe: %s, B %d, K %d, N %d, %lld bars\n", prop.name, M, kK, N, (long long)n_bars);
   if (dw_only) {
-    const int rc = dw_section(g, ws, s, F, W, bar, blk, M, N, n_bars, scrub, scrub_bytes, gather);
+    const int rc = dw_section(g, ws, s, plans[0], dH, bar, blk, M, N, scrub, scrub_bytes, gather);
     fh_gemm_destroy(g);
     return rc;
   }

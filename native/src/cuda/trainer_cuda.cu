@@ -1008,7 +1008,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->net.l1g.on)
     engine_add(out, w, ", L1 gathering (%s, dW1 %d splits%s)",
                t->net.l1g.variant == 3 ? "clusters of four" : t->net.l1g.variant == 2 ? "clusters of two" : "blocks",
-               t->net.l1g.splits, t->net.l1g.dw_swap ? " transposed" : "");
+               t->net.l1g.dw.splits, t->net.l1g.dw_swap ? " transposed" : "");
   else if (t->net.l1g.why[0])
     engine_add(out, w, ", L1 gathering off"); /* (why: at the string's end) */
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
