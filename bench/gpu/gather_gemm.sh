@@ -12,7 +12,7 @@ OUT=${OUT:-$PWD/gpu-out}; P=$OUT/gather_gemm; mkdir -p $P
 if [ "${GG_REUSE:-0}" = 1 ] && [ -x $P/gather_gemm_probe ]; then :; else
 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Ikernels -Inative/include -Inative/src -Xptxas -v \
   bench/gpu/gather_gemm_probe.cu kernels/l1_gather.cu native/src/cuda/gemm_cublaslt.cpp kernels/gemm_ref.cu kernels/cuda_common.cu \
-  -lcublasLt -lcuda -o $P/gather_gemm_probe >$P/build.log 2>&1 || { echo "gather_gemm_probe build failed"; tail -20 $P/build.log; exit 1; }
+  -lcublasLt -o $P/gather_gemm_probe >$P/build.log 2>&1 || { echo "gather_gemm_probe build failed"; tail -20 $P/build.log; exit 1; }
 fi
 grep -A3 -E "Compiling entry.*(gg_kernel|fwd_kernel|dw_kernel)" $P/build.log | grep -E "registers|spill"
 if [ -n "${NCU_KERNEL:-}" ]; then

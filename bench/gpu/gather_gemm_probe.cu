@@ -32,7 +32,6 @@
  *
  *   gather_gemm_probe [B] [cluster|dw]   (cluster: the cluster variants only, against the same baselines)
  */
-#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
