@@ -394,6 +394,10 @@ int main(int argc, char** argv) {
     return fh_gemm_fwd(g, s, ws, FH_BF16, M, N, kK, blk, kP, W, bias, FH_EPI_RELU_BIAS, y0, FH_BF16, N);
   };
   CK(cudaFuncSetAttribute(fh_l1g_fwd_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  /* the `dw` section's kernel-alone rows launch this file's instances of the dW kernel (the library's own have
+   * their attribute from fh_l1g_setup) */
+  CK(cudaFuncSetAttribute(fh_l1g_dw_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem));
+  CK(cudaFuncSetAttribute(fh_l1g_dw_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kDwSmem));
   /* the library's plans (kernels/l1_gather.cu) of its three variants: tensor maps, resident clusters, the dW's
    * splits and partials (dH: the `dw` section's input gradient) */
   void* dH = fh_probe_bf16_buffer((size_t)M * N, 1.0f, 4);
