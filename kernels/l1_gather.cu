@@ -118,7 +118,7 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     }
     p->clusters = resident;
   }
-  /* FH_L1G_DW_SWAP=1 (A/B, not yet measured in place): the weight gradient's tile transposed, where N allows */
+  /* FH_L1G_DW_SWAP=1 (opt-in with the path): the weight gradient's tile transposed, where N allows */
   p->dw_swap = fh_env_is("FH_L1G_DW_SWAP", "1") && N % kBN == 0 && window * F % kBM == 0;
   const int tiles = (window * F / kBN) * (N / kBM);
   fh_l1g_dw_args& d = p->dw;
@@ -138,7 +138,6 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
   a.F = F;
   a.window = window;
   a.n_bars = n_bars;
-  p->dw_rows = dw_rows;
   p->on = true;
   p->why[0] = 0;
   return FH_OK;
@@ -193,7 +192,7 @@ fh_status fh_launch_l1g_dw(const fh_l1g_plan& p, const int32_t* bar, int32_t M, 
                            cudaStream_t s) {
   const fh_l1g_dw_args& d = p.dw;
   const int cols = d.window * d.F;
-  if (!p.on || !bar || !dW || M != p.dw_rows || ldw < cols) return FH_ERR_INVALID_ARGUMENT;
+  if (!p.on || !bar || !dW || M != d.M || ldw < cols) return FH_ERR_INVALID_ARGUMENT;
   fh_l1g_dw_args a = d;
   a.bar = bar;
   const int tiles = (cols / kBN) * (d.N / kBM);

@@ -55,8 +55,7 @@ struct fh_l1g_plan {
   CUtensorMap wmap;         /* W (N, K), boxes of 64 columns x 256 / cluster size rows */
   CUtensorMap hmap;         /* dH (dw_rows, N), boxes of 64 x 64 */
   fh_l1g_fwd_args fwd;      /* the launches' arguments as far as the setup knows them (feature matrix, W, shapes) */
-  fh_l1g_dw_args dw;        /* (and the split count, the partials: (splits, N, window F) fp32) */
-  int32_t dw_rows;
+  fh_l1g_dw_args dw;        /* (and the split count, the partials: (splits, N, window F) fp32; M = dw_rows) */
   int32_t sms, clusters;    /* clusters: how many of the variant's can be resident at once */
   bool dw_swap;             /* the weight gradient's tile transposed (fh_l1g_dw_kernel<true>; FH_L1G_DW_SWAP=1) */
 };

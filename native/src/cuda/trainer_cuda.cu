@@ -1023,7 +1023,6 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
   if (t->target_prefetch) engine_add(out, w, ", target prefetch");
   if (t->ahead_on) engine_add(out, w, ", collect ahead%s", t->metrics_early ? " (metrics beside)" : "");
   if (t->pair) engine_add(out, w, ", paired s/s'");
-
   if (fh_net_dw1_acc_first_on(t->net, t->pair)) engine_add(out, w, ", dW1 account first");
   if (!t->g_group.empty()) engine_add(out, w, ", step groups of %d", t->group_n);
   if (t->early_zero || t->s_rec)
