@@ -58,6 +58,7 @@
 
 #include <cooperative_groups.h>
 
+#include "cluster_addr.cuh"
 #include "eval_device.cuh"
 #include "mma.cuh"
 #include "net_device.cuh"
@@ -186,13 +187,6 @@ __device__ __forceinline__ void ef_units(const ef_layer& Ly, int rank, int& u0, 
 #define EF_BAR_P1 4 /* the P1 rows' bulk copies (every instance) */
 #define EF_NBAR 5
 
-__device__ __forceinline__ uint32_t ef_su32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-/* the address of this block's shared-memory address a in block `rank` of the cluster */
-__device__ __forceinline__ uint32_t ef_mapa(uint32_t a, int rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-  return r;
-}
 __device__ __forceinline__ void ef_mbar_init(uint32_t bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
 }
@@ -218,7 +212,7 @@ template <bool XA>
 __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group& cl, unsigned char* sm, void* local,
                                           int k, int bar, uint4 v) {
   if (XA) {
-    const uint32_t dst = ef_mapa(ef_su32(local), k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * bar), k);
+    const uint32_t dst = fh_mapa(fh_smem_addr(local), k), mb = fh_mapa(fh_smem_addr(sm + P.bar_off + 8 * bar), k);
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(dst),
                  "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(mb)
                  : "memory");
@@ -230,7 +224,7 @@ __device__ __forceinline__ void ef_push16(const ef_params& P, cg::cluster_group&
 /* 8 bytes (two fp32) at this block's shared address `local` into the same place of block k, by st.async */
 __device__ __forceinline__ void ef_push8(const ef_params& P, unsigned char* sm, float* local, int k, int bar, float x,
                                          float y) {
-  const uint32_t dst = ef_mapa(ef_su32(local), k), mb = ef_mapa(ef_su32(sm + P.bar_off + 8 * bar), k);
+  const uint32_t dst = fh_mapa(fh_smem_addr(local), k), mb = fh_mapa(fh_smem_addr(sm + P.bar_off + 8 * bar), k);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(dst), "f"(x),
                "f"(y), "r"(mb)
                : "memory");
@@ -260,7 +254,7 @@ __device__ __forceinline__ void ef_xwait(const ef_params& P, cg::cluster_group& 
     cl.sync();
     return;
   }
-  const uint32_t mb = ef_su32(sm + P.bar_off + 8 * bar), bytes = ef_bar_bytes(P, m, rank, bar);
+  const uint32_t mb = fh_smem_addr(sm + P.bar_off + 8 * bar), bytes = ef_bar_bytes(P, m, rank, bar);
   if (bytes) {
     ef_mbar_wait(mb, parity);
     parity ^= 1u;
@@ -319,12 +313,12 @@ __device__ __forceinline__ void ef_prefetch_p1(const ef_params& P, int m, int st
                                                unsigned char* sm) {
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x, rows = P.S - m * EF_MT < EF_MT ? P.S - m * EF_MT : EF_MT;
-  const uint32_t bytes = (uint32_t)P.h1 * 4, mb = ef_su32(sm + P.bar_off + 8 * EF_BAR_P1);
+  const uint32_t bytes = (uint32_t)P.h1 * 4, mb = fh_smem_addr(sm + P.bar_off + 8 * EF_BAR_P1);
   if (lane == 0) ef_mbar_arm(mb, bytes * (uint32_t)rows);
   __syncwarp();
   if (lane < rows) {
     const float* src = P.p1 + (ef_cursor(sseg, lane, step) - P.ea.val_begin) * (int64_t)P.h1;
-    const uint32_t dst = ef_su32(sm + P.p1_off + (uint32_t)(lane * P.p1s) * 4);
+    const uint32_t dst = fh_smem_addr(sm + P.p1_off + (uint32_t)(lane * P.p1s) * 4);
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                  "l"(src), "r"(bytes), "r"(mb)
                  : "memory");
@@ -333,7 +327,7 @@ __device__ __forceinline__ void ef_prefetch_p1(const ef_params& P, int m, int st
 
 /* Every thread: the P1 rows of this step have landed (the parity of the step's phase, flipped here). */
 __device__ __forceinline__ void ef_p1_wait(const ef_params& P, unsigned char* sm, uint32_t& parity) {
-  ef_mbar_wait(ef_su32(sm + P.bar_off + 8 * EF_BAR_P1), parity);
+  ef_mbar_wait(fh_smem_addr(sm + P.bar_off + 8 * EF_BAR_P1), parity);
   parity ^= 1u;
 }
 
@@ -792,11 +786,11 @@ static __global__ void __launch_bounds__(EF_THREADS, 1) eval_fused_kernel(const 
       if (r < P.S) st[threadIdx.x] = P.ea.state[r];
     }
     if (threadIdx.x == 0) {
-      for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(ef_su32(sm + P.bar_off + 8 * b));
+      for (int b = 0; b < EF_NBAR; ++b) ef_mbar_init(fh_smem_addr(sm + P.bar_off + 8 * b));
       asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
       for (int b = 0; b < (XA ? EF_NXBAR : 0); ++b) {
         const uint32_t bytes = ef_bar_bytes(P, m, rank, b);
-        if (bytes) ef_mbar_arm(ef_su32(sm + P.bar_off + 8 * b), bytes);
+        if (bytes) ef_mbar_arm(fh_smem_addr(sm + P.bar_off + 8 * b), bytes);
       }
     }
   }

@@ -1,7 +1,7 @@
 /*
  * sm90.cuh — Hopper (sm_90a) building blocks of the warpgroup-MMA kernels (kernels/l1_gather_device.cuh, the
- * probes in bench/gpu): shared-memory addresses, 16-byte cp.async with zero fill, mbarriers, TMA tile loads (also
- * multicast to a cluster), cluster ranks and barriers, the 128-byte-swizzle operand descriptors, and
+ * probes in bench/gpu): shared-memory addresses (cluster_addr.cuh), 16-byte cp.async with zero fill, mbarriers, TMA
+ * tile loads (also multicast to a cluster), cluster ranks and barriers, the 128-byte-swizzle operand descriptors, and
  * wgmma.mma_async m64n256k16 (bf16 in, fp32 accumulate) with either operand K-major or MN-major.
  *
  * Compile for sm_90a only (wgmma and the multicast copies exist on no other target): the library builds the files
@@ -15,13 +15,12 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cluster_addr.cuh"
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "sm90.cuh: build this file for sm_90a (--generate-code=arch=compute_90a,code=sm_90a)"
 #endif
 
-__device__ __forceinline__ uint32_t fh_smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 /* 16 bytes global -> shared, the bytes past src_bytes (0 or 16) zero */
 __device__ __forceinline__ void fh_cp16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
@@ -78,12 +77,6 @@ __device__ __forceinline__ void fh_tma_load_2d_mc(uint32_t dst, const CUtensorMa
 __device__ __forceinline__ uint32_t fh_cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-/* the address of this CTA's shared variable `addr` in the shared memory of cluster CTA `rank` */
-__device__ __forceinline__ uint32_t fh_mapa(uint32_t addr, uint32_t rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
   return r;
 }
 __device__ __forceinline__ void fh_mbar_arrive_cluster(uint32_t cluster_addr) {
