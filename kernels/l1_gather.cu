@@ -118,8 +118,9 @@ fh_status fh_l1g_setup(fh_l1g_plan* p, int variant, const fh_bf16* feat, int64_t
     }
     p->clusters = resident;
   }
-  /* FH_L1G_DW_SWAP=1 (opt-in with the path): the weight gradient's tile transposed, where N allows */
-  p->dw_swap = fh_env_is("FH_L1G_DW_SWAP", "1") && N % kBN == 0 && window * F % kBM == 0;
+  /* FH_L1G_DW_SWAP=1 (opt-in with the path): the weight gradient's tile transposed, where N allows (window F, a
+   * multiple of 256 above, always fits the transposed tile's 128 rows) */
+  p->dw_swap = fh_env_is("FH_L1G_DW_SWAP", "1") && N % kBN == 0;
   const int tiles = (window * F / kBN) * (N / kBM);
   fh_l1g_dw_args& d = p->dw;
   d.splits = std::max(1, std::min(p->sms / tiles, (dw_rows + kBK - 1) / kBK));

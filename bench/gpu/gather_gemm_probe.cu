@@ -269,14 +269,20 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const fh_l1g_plan& plan, co
       ref_max = std::max(ref_max, fabs((double)h0[i]));
     }
   rms = sqrt(rms / ((double)N * kDwCols));
-  for (int r = 0; r < N; ++r)
-    for (int c = 0; c < kDwCols; ++c) {
-      const size_t i = (size_t)r * ldw + c;
-      const double dd = fabs((double)h1[i] - h0[i]);
-      worst = std::max(worst, dd);
-      if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond; /* NaN counts */
-      differ += memcmp(&h1[i], &h2[i], 4) != 0;
-    }
+  /* h against cuBLASLt's h0 (worst |diff|, how many beyond 1e-4 rms + 1e-5 |ref|; NaN counts) and bit for bit
+   * against other (how many differ) */
+  auto compare = [&](const std::vector<float>& h, const std::vector<float>& other, double& worst_d, size_t& n_beyond,
+                     size_t& n_differ) {
+    for (int r = 0; r < N; ++r)
+      for (int c = 0; c < kDwCols; ++c) {
+        const size_t i = (size_t)r * ldw + c;
+        const double dd = fabs((double)h[i] - h0[i]);
+        worst_d = std::max(worst_d, dd);
+        if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++n_beyond;
+        n_differ += memcmp(&h[i], &other[i], 4) != 0;
+      }
+  };
+  compare(h1, h2, worst, beyond, differ);
   printf("check dW gathering (%d splits, the library's plan) against cuBLASLt on the block: rms %.4g, max |ref| %.4g, "
          "max |diff| %.3g, %zu of %zu beyond 1e-4 rms + 1e-5 |ref|; %zu differ between two runs\n",
          kMaxSplits, rms, ref_max, worst, beyond, (size_t)N * kDwCols, differ);
@@ -290,14 +296,7 @@ int dw_section(fh_gemm* g, void* ws, cudaStream_t s, const fh_l1g_plan& plan, co
   FH_PROBE_CK(cudaMemcpy(h2.data(), dW2, n_w * 4, cudaMemcpyDeviceToHost), 1);
   double worst_t = 0.0;
   size_t beyond_t = 0, differ_t = 0;
-  for (int r = 0; r < N; ++r)
-    for (int c = 0; c < kDwCols; ++c) {
-      const size_t i = (size_t)r * ldw + c;
-      const double dd = fabs((double)h2[i] - h0[i]);
-      worst_t = std::max(worst_t, dd);
-      if (!(dd <= 1e-4 * rms + 1e-5 * fabs((double)h0[i]))) ++beyond_t;
-      differ_t += memcmp(&h1[i], &h2[i], 4) != 0;
-    }
+  compare(h2, h1, worst_t, beyond_t, differ_t);
   printf("check dW gathering transposed: %s; max |diff| %.3g against cuBLASLt, %zu beyond; %zu differ from the "
          "untransposed kernel\n", r4 == FH_OK ? "ran" : "FAILED", worst_t, beyond_t, differ_t);
   fflush(stdout);
