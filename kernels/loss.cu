@@ -229,6 +229,26 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view_t<L> on_s, fh_heads_view
  * integer, else (u - b) to l and (b - l) to u) with no serial lane. Results agree with the general
  * kernel to float rounding (the sums run in another order). XOR butterflies leave every lane
  * with the same bits, so argmax decisions agree across lanes. */
+/* The exact kernel's softmax parts of NB rows of this lane's two atoms (x is -inf where !ok[k] or
+ * d >= nb): mx, on entry this lane's maxima of the rows, becomes the rows' maxima, and s the rows' sums
+ * of e = exp(x - mx) (0 where masked), in every lane of the warp. e may be x itself. */
+template <int NB>
+static __device__ __forceinline__ void fh_exact_softmax_parts(const float (&x)[NB][2], const bool (&ok)[2], int nb,
+                                                              float (&e)[NB][2], float (&mx)[NB], float (&s)[NB]) {
+  fh_warp_max_n(mx);
+#pragma unroll
+  for (int d = 0; d < NB; ++d) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      e[d][k] = ok[k] && d < nb ? expf(x[d][k] - mx[d]) : 0.0f;
+      sum += e[d][k];
+    }
+    s[d] = sum;
+  }
+  fh_warp_sum_n(s);
+}
+
 static constexpr int kFastWarps = 4;
 
 template <typename T, typename L, int MAXN>
@@ -323,19 +343,8 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     }
     tm[d] = m;
   }
-  fh_warp_max_n(tm);
   float ts[NB];
-#pragma unroll
-  for (int d = 0; d < NB; ++d) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      xt[d][k] = ok[k] && d < nb ? expf(xt[d][k] - tm[d]) : 0.0f;
-      sum += xt[d][k];
-    }
-    ts[d] = sum;
-  }
-  fh_warp_sum_n(ts);
+  fh_exact_softmax_parts(xt, ok, nb, xt, tm, ts);
   float mj[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int d = 0; d < NB; ++d)
@@ -411,7 +420,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
 
   /* online(s): cross-entropy and gradient per branch */
   const float coef = weight[i] / ((float)B * (float)nb);
-  float xo[NB][2], om[NB];
+  float xo[NB][2], om[NB], os[NB], eo[NB][2];  /* eo: unused (logp below takes exp again) */
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     float m = -INFINITY;
@@ -422,16 +431,7 @@ static __global__ void __launch_bounds__(kFastWarps * 32)
     }
     om[d] = m;
   }
-  fh_warp_max_n(om);
-  float os[NB];
-#pragma unroll
-  for (int d = 0; d < NB; ++d) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 2; ++k) sum += ok[k] && d < nb ? expf(xo[d][k] - om[d]) : 0.0f;
-    os[d] = sum;
-  }
-  fh_warp_sum_n(os);
+  fh_exact_softmax_parts(xo, ok, nb, eo, om, os);
   float ce[NB], gk[NB][2];
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
