@@ -9,22 +9,13 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, test } from 'vitest';
 import { resolveAuth } from '../../src/dashboard/auth.js';
 import { ROOT, at, loadCompose } from './load.js';
 import { deleteKeys } from '../../src/redis/scan.js';
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { exited, freePort } from '../fleet/helpers.js';
 
 async function get(url: string, token?: string): Promise<{ status: number; body: string }> {
   try {
@@ -33,13 +24,6 @@ async function get(url: string, token?: string): Promise<{ status: number; body:
   } catch {
     return { status: 0, body: '' };
   }
-}
-
-function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
-    else child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
 }
 
 describe('foxhunt dashboard as deployed', () => {

@@ -10,8 +10,6 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
@@ -22,14 +20,7 @@ import { enqueueEpochs } from '../../src/queue/queues.js';
 import { Keys } from '../../src/redis/keys.js';
 import { ROOT } from './load.js';
 import { deleteKeys } from '../../src/redis/scan.js';
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+import { exited, freePort } from '../fleet/helpers.js';
 
 async function status(url: string): Promise<number> {
   return (await get(url)).status;
@@ -51,13 +42,6 @@ async function waitFor(what: string, ok: () => Promise<boolean>, timeoutMs: numb
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${what} within ${timeoutMs} ms; worker output:\n${logs()}`);
-}
-
-function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
-    else child.once('exit', (code, signal) => resolve({ code, signal }));
-  });
 }
 
 describe('foxhunt-worker honours the deployment contract', () => {

@@ -119,9 +119,8 @@ export function startWorker(env: FleetEnv, extraEnv: Record<string, string> = {}
   };
   proc.stdout?.on('data', onData);
   proc.stderr?.on('data', onData);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.on('exit', (code, signal) => r({ code, signal })));
   const w: WorkerProc = {
-    proc, log, exited,
+    proc, log, exited: exited(proc),
     kill: (sig = 'SIGTERM') => { if (proc.exitCode === null && proc.signalCode === null) proc.kill(sig); },
     waitFor: (re, timeoutMs = 60_000) => {
       const found = log.find((l) => re.test(l));
@@ -134,6 +133,14 @@ export function startWorker(env: FleetEnv, extraEnv: Record<string, string> = {}
   };
   env.workers.push(w);
   return w;
+}
+
+/** Resolves with a child's exit code and signal: at once if it has exited already. */
+export function exited(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+    else child.once('exit', (code, signal) => resolve({ code, signal }));
+  });
 }
 
 export async function waitUntil<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 60_000, everyMs = 100): Promise<T> {
