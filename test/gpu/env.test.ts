@@ -7,16 +7,11 @@
 import { describe, expect, test } from 'vitest';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
 import type { NativeLib, TrainerHandle } from '../../src/native/binding.js';
+import type { VecStepOutputs } from '../../src/env/reference.js';
 import { create, info, market, nativeConfig, nativeMarket, rng, tinyConfig } from '../native/helpers.js';
 
-interface StepOut {
-  reward: Float32Array;
-  done: Uint8Array;
-  position: Int32Array;
-  cursor: BigInt64Array;
-  equity: Float64Array;
-  cost: Float64Array;
-}
+/** What fh_trainer_env_step writes: the reference's step outputs less the realised PnL. */
+type StepOut = Omit<VecStepOutputs, 'pnl'>;
 
 function step(l: NativeLib, h: TrainerHandle, n: number, actions: Int32Array): StepOut {
   const o: StepOut = {
