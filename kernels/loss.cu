@@ -220,16 +220,7 @@ static __global__ void fh_bdq_loss_kernel(fh_heads_view_t<L> on_s, fh_heads_view
   }
 }
 
-/* ---- the C51 loss for small branches (every n_d <= MAXN, atoms <= 64): everything in registers ----
- * Same math as fh_bdq_loss_kernel, organised for throughput: each lane loads its two atoms of every
- * head row straight from global memory (all loads issued first), the per-action reductions of the
- * double-DQN argmax run side by side (one butterfly for all actions), and the C51 projection is
- * computed by every lane for its own atoms as out_k = sum_j m_j max(0, 1 - |b_j - k|) over the
- * warp's shared m and b, the same split as fh_c51_project_one (all of m_j to b_j when b_j is an
- * integer, else (u - b) to l and (b - l) to u) with no serial lane. Results agree with the general
- * kernel to float rounding (the sums run in another order). XOR butterflies leave every lane
- * with the same bits, so argmax decisions agree across lanes. */
-/* The exact kernel's softmax parts of NB rows of this lane's two atoms (x is -inf where !ok[k] or
+/* fh_c51_loss_fast_kernel's softmax parts of NB rows of this lane's two atoms (x is -inf where !ok[k] or
  * d >= nb): mx, on entry this lane's maxima of the rows, becomes the rows' maxima, and s the rows' sums
  * of e = exp(x - mx) (0 where masked), in every lane of the warp. e may be x itself. */
 template <int NB>
@@ -249,6 +240,15 @@ static __device__ __forceinline__ void fh_exact_softmax_parts(const float (&x)[N
   fh_warp_sum_n(s);
 }
 
+/* ---- the C51 loss for small branches (every n_d <= MAXN, atoms <= 64): everything in registers ----
+ * Same math as fh_bdq_loss_kernel, organised for throughput: each lane loads its two atoms of every
+ * head row straight from global memory (all loads issued first), the per-action reductions of the
+ * double-DQN argmax run side by side (one butterfly for all actions), and the C51 projection is
+ * computed by every lane for its own atoms as out_k = sum_j m_j max(0, 1 - |b_j - k|) over the
+ * warp's shared m and b, the same split as fh_c51_project_one (all of m_j to b_j when b_j is an
+ * integer, else (u - b) to l and (b - l) to u) with no serial lane. Results agree with the general
+ * kernel to float rounding (the sums run in another order). XOR butterflies leave every lane
+ * with the same bits, so argmax decisions agree across lanes. */
 static constexpr int kFastWarps = 4;
 
 template <typename T, typename L, int MAXN>
