@@ -15,16 +15,7 @@ import { afterAll, describe, expect, test } from 'vitest';
 import { resolveAuth } from '../../src/dashboard/auth.js';
 import { ROOT, at, loadCompose } from './load.js';
 import { deleteKeys } from '../../src/redis/scan.js';
-import { exited, freePort } from '../fleet/helpers.js';
-
-async function get(url: string, token?: string): Promise<{ status: number; body: string }> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(5_000), headers: token ? { authorization: `Bearer ${token}` } : {} });
-    return { status: res.status, body: await res.text() };
-  } catch {
-    return { status: 0, body: '' };
-  }
-}
+import { exited, freePort, httpGet as get } from '../fleet/helpers.js';
 
 describe('foxhunt dashboard as deployed', () => {
   const tag = randomUUID().slice(0, 8);

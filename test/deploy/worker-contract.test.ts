@@ -20,19 +20,13 @@ import { enqueueEpochs } from '../../src/queue/queues.js';
 import { Keys } from '../../src/redis/keys.js';
 import { ROOT } from './load.js';
 import { deleteKeys } from '../../src/redis/scan.js';
-import { exited, freePort } from '../fleet/helpers.js';
+import { exited, freePort, httpGet } from '../fleet/helpers.js';
+
+/** GET with 2 s at most per try (the probes below poll). */
+const get = (url: string): Promise<{ status: number; body: string }> => httpGet(url, undefined, 2_000);
 
 async function status(url: string): Promise<number> {
   return (await get(url)).status;
-}
-
-async function get(url: string): Promise<{ status: number; body: string }> {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
-    return { status: res.status, body: await res.text() };
-  } catch {
-    return { status: 0, body: '' };
-  }
 }
 
 async function waitFor(what: string, ok: () => Promise<boolean>, timeoutMs: number, logs: () => string): Promise<void> {

@@ -203,6 +203,16 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** GET url (with a bearer token if given): its status and body, or status 0 when nothing answers in timeoutMs. */
+export async function httpGet(url: string, token?: string, timeoutMs = 5_000): Promise<{ status: number; body: string }> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), headers: token ? { authorization: `Bearer ${token}` } : {} });
+    return { status: res.status, body: await res.text() };
+  } catch {
+    return { status: 0, body: '' };
+  }
+}
+
 export function hasRedisServer(): boolean {
   return spawnSync('redis-server', ['--version']).status === 0;
 }
