@@ -915,12 +915,13 @@ __device__ float fh_loss_half_dbg[32 * 64];
 #define FH_HN(bit, d) n[d]
 #endif
 
-template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB>
+template <typename T, typename L, int N0, int N1, int N2, bool EXACT, int MINB, bool QIN = false>
 static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
     fh_c51_loss_half_kernel(fh_heads_view_t<L> on_s, fh_heads_view_t<L> on_sn, fh_heads_view_t<L> tg_sn,
                             const int32_t* __restrict__ act, const float* __restrict__ ret,
                             const float* __restrict__ disc, const float* __restrict__ weight, int B,
-                            float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad) {
+                            float* __restrict__ wloss, float* __restrict__ signal, fh_heads_grad<T> grad,
+                            const uint8_t* __restrict__ astar_in) {
   static_assert(FH_MAX_BRANCHES == 3, "fh_c51_loss_half_kernel: one slot count per branch, for three branches");
   constexpr int NB = FH_MAX_BRANCHES;
   constexpr int K = 4, O = 8;               /* atoms per lane; the first XOR step (16-lane groups) */
@@ -970,7 +971,7 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
 #pragma unroll
   for (int k = 0; k < K; ++k) zk[k] = vmin + (float)(l16 + 16 * k) * dz;
   float q[NA];
-  {
+  if constexpr (!QIN) {
     float nv[K], xn[NA][K], mn[NB][K], mx[NA];
 #pragma unroll
     for (int k = 0; k < K; ++k) nv[k] = fh_ldg_f32(on_sn.v + (int64_t)i * on_sn.ldv + jc[k]);
@@ -1067,19 +1068,25 @@ static __global__ void __launch_bounds__(kHalfWarps * 32, MINB)
   /* target: mean over branches of softmax(target logits at a*_d) (first max on ties, as fh_argmax);
    * the chosen row is read again (an L1 hit) rather than kept in registers through the argmax */
   float xt[NB][K], tm[NB];
+  const uint32_t aq = QIN ? (uint32_t)astar_in[i] : 0u;  /* QIN: a*_d in bits 2 d .. 2 d + 1 */
 #pragma unroll
   for (int d = 0; d < NB; ++d) {
     float bq = -INFINITY;
     int astar = 0;
+    if constexpr (QIN) {
+      astar = (int)((aq >> (2 * d)) & 3u);
+      (void)bq;
+    } else {
 #pragma unroll
-    for (int a = 0; a < MS; ++a)
-      if (a < NS[d] && a < FH_HN(0x40, d)) {
-        const float qa = q[SO[d] + a];
-        if (qa > bq) {
-          bq = qa;
-          astar = a;
+      for (int a = 0; a < MS; ++a)
+        if (a < NS[d] && a < FH_HN(0x40, d)) {
+          const float qa = q[SO[d] + a];
+          if (qa > bq) {
+            bq = qa;
+            astar = a;
+          }
         }
-      }
+    }
     const L* pt = d < nb ? tg_sn.a[d] + ti * tg_sn.lda[d] + astar * atoms : nullptr;
 #pragma unroll
     for (int k = 0; k < K; ++k)
@@ -1257,16 +1264,16 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
           const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
           if (pick == FH_HALF_EXACT)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 6><<<hblocks, kHalfWarps * 32, 0, s>>>(
-                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, nullptr);
           else if (pick == FH_HALF_EXACT4)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, true, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
-                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, nullptr);
           else if (pick == FH_HALF_PACKED)
             fh_c51_loss_half_kernel<T, L, 3, 4, 3, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
-                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, nullptr);
           else
             fh_c51_loss_half_kernel<T, L, 4, 4, 4, false, 4><<<hblocks, kHalfWarps * 32, 0, s>>>(
-                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad);
+                on_s, on_sn, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, nullptr);
         } else if (maxn <= 4)
           fh_c51_loss_fastmath_kernel<T, L, 4><<<blocks, kFastWarps * 32, 0, s>>>(on_s, on_sn, tg_sn, act, ret, disc,
                                                                                weight, B, wloss, signal, grad);
@@ -1295,6 +1302,32 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
   }
   fh_bdq_loss_kernel<T, L><<<CEIL_DIV(B, warps), warps * 32, per_warp * warps, s>>>(
       on_s, on_sn, tg_sn, act, ret, disc, weight, B, huber_delta, wloss, signal, grad);
+  FH_LAUNCH_CHECK();
+  return FH_OK;
+}
+
+fh_status fh_launch_bdq_loss_astar(const fh_heads_view_t<fh_bf16>& on_s, const fh_heads_view_t<fh_bf16>& tg_sn,
+                                   const uint8_t* astar, const int32_t* act, const float* ret, const float* disc,
+                                   const float* weight, int B, float* wloss, float* signal,
+                                   fh_heads_grad<fh_bf16> grad, cudaStream_t s) {
+  if (B <= 0) return FH_OK;
+  int maxn = 0;
+  for (int d = 0; d < on_s.nb; ++d) maxn = on_s.n[d] > maxn ? on_s.n[d] : maxn;
+  if (!astar || on_s.atoms < 2 || on_s.atoms > FH_MAX_ATOMS_GPU || on_s.nb < 1 || on_s.nb > FH_MAX_BRANCHES ||
+      maxn > 4) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_bdq_loss_astar",
+                      "a given a*_d needs C51 (2..64 atoms) and at most 3 branches of at most 4 actions");
+    return FH_ERR_INVALID_ARGUMENT;
+  }
+  /* the reference's sizes compiled in (FH_LOSS_HALF=generic: the run-time-size instance, as fh_launch_bdq_loss) */
+  const bool ref = on_s.nb == 3 && on_s.n[0] == 3 && on_s.n[1] == 4 && on_s.n[2] == 3;
+  const unsigned hblocks = (unsigned)CEIL_DIV(B, 2 * kHalfWarps);
+  if (ref && !fh_env_is("FH_LOSS_HALF", "generic"))
+    fh_c51_loss_half_kernel<fh_bf16, fh_bf16, 3, 4, 3, true, 6, true><<<hblocks, kHalfWarps * 32, 0, s>>>(
+        on_s, on_s, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, astar);
+  else
+    fh_c51_loss_half_kernel<fh_bf16, fh_bf16, 4, 4, 4, false, 4, true><<<hblocks, kHalfWarps * 32, 0, s>>>(
+        on_s, on_s, tg_sn, act, ret, disc, weight, B, wloss, signal, grad, astar);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

@@ -169,6 +169,34 @@ bool fh_heads_loss_supported(int hh, int atoms, int nb, const int* n, int ldh, i
 fh_status fh_heads_loss_setup();
 fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s);
 
+/* ---- sn_argmax.cu ---- */
+/* The double-DQN argmax of online(s') from its head-layer activations (bf16 mode): the head outputs of the B rows of
+ * H by mma.sync with the weights in shared memory, the dueling logits (each rounded to bf16, as a stored logit), their
+ * softmax and expected Q per action, and of each branch the first argmax; nothing else is stored. */
+struct fh_sn_argmax_args {
+  const fh_bf16* H;                      /* (B, ldh) online(s')'s head-layer activations; head k's at columns k * 128 */
+  int ldh;
+  const fh_bf16* W[1 + FH_MAX_BRANCHES]; /* head k's output weights, (out rows, 128) */
+  const fh_bf16* bias[1 + FH_MAX_BRANCHES];
+  int n[FH_MAX_BRANCHES];
+  int nb, atoms;
+  float v_min, v_max;
+  int B;
+  uint8_t* astar;                        /* (B): a*_d of sample i in bits 2 d .. 2 d + 1 */
+};
+/* Whether the kernel runs these shapes (those of fh_heads_loss_supported; the weights within shared memory). */
+bool fh_sn_argmax_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin);
+/* The kernel's shared-memory attribute (once per process; call it outside any graph capture first). */
+fh_status fh_sn_argmax_setup();
+/* warps: 8 or 12 a block; max_blocks > 0 caps the grid (the blocks then loop over the 16-row tiles). */
+fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int warps, int max_blocks, cudaStream_t s);
+/* The bf16-mode C51 loss of fh_launch_bdq_loss (its half-warp kernel) with a*_d given (astar, as fh_sn_argmax_args
+ * writes it) instead of computed from online(s')'s logits. Branches of <= 4 actions, nb <= 3, 2..64 atoms. */
+fh_status fh_launch_bdq_loss_astar(const fh_heads_view_t<fh_bf16>& on_s, const fh_heads_view_t<fh_bf16>& tg_sn,
+                                   const uint8_t* astar, const int32_t* act, const float* ret, const float* disc,
+                                   const float* weight, int B, float* wloss, float* signal,
+                                   fh_heads_grad<fh_bf16> grad, cudaStream_t s);
+
 /* ---- gradnorm.cu ---- */
 /* Deterministic sum of x[0..n) into *out (double), = . partial needs fh_sum_partial_doubles() doubles.
  * When squares != 0 sums x^2. */

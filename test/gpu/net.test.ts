@@ -15,10 +15,11 @@
  *   - a checkpoint saved on the GPU resumes bit for bit.
  * Inputs are fresh random draws (seeded from the clock, printed on failure).
  */
+import koffi from 'koffi';
 import { describe, expect, test } from 'vitest';
 import type { RunConfig } from '../../src/config/schema.js';
 import { FhStatus, loadNative } from '../../src/native/binding.js';
-import type { FhConfig, FhEpochStats } from '../../src/native/binding.js';
+import type { FhConfig, FhEpochStats, NativeLib, TrainerHandle } from '../../src/native/binding.js';
 import { create, info, market, nativeConfig, nativeMarket, params, rng, runEpoch, saveCheckpoint, tinyConfig, withEnv, withTrainer } from '../native/helpers.js';
 
 const SEED = Date.now() % 1_000_000;
@@ -656,6 +657,76 @@ describe('the head outputs inside the loss (kernels/heads_loss.cu) against the h
     expect(a.engine).toMatch(/head outputs in the loss/);
     expect(b.engine).not.toMatch(/head outputs in the loss/);
     expectEpochStatsClose(a.st, b.st);
+  });
+});
+
+type SnCheckFn = (h: TrainerHandle, n: number, out: Float64Array) => number;
+let snCheckFn: SnCheckFn | null = null;
+
+/** The s' argmax kernel's a*_d after one fh_trainer_loss_grad of B random samples with env, against the first argmax
+ *  of the expected Q from the head GEMMs' logits (the CUDA-only test entry fh_test_trainer_sn_argmax): [on, pairs,
+ *  mismatches, mismatches no order of sums explains, the largest Q gap among the mismatches]. */
+function snArgmaxCheck(cfg: RunConfig, env: Record<string, string>, seed: number, B: number): number[] {
+  const gpu: NativeLib = loadNative('cuda');
+  // a CUDA-only test entry outside foxhunt.h, declared on the library file loadNative opened
+  snCheckFn ??= koffi.load(gpu.path).func('fh_status fh_test_trainer_sn_argmax(fh_trainer *t, int n, double *out)') as
+    SnCheckFn;
+  const check = snCheckFn;
+  const r = rng(seed);
+  return withEnv(env, () =>
+    withTrainer(gpu, cudaConfig(cfg, { use_graphs: 0 }), nativeMarket(market(cfg)), (h) => {
+      expect(info(gpu, h).engine).toMatch(/s' argmax kernel/);
+      const { obs, next, act, ret, disc, w } = randomBatch(r, B, info(gpu, h).obs_dim, 5);
+      const loss: [number] = [NaN];
+      expect(gpu.fh_trainer_loss_grad(h, B, obs, act, ret, disc, next, w, loss, new Float32Array(Number(
+        info(gpu, h).n_params)), new Float32Array(B)), gpu.fh_trainer_last_error(h) ?? '').toBe(FhStatus.OK);
+      const out = new Float64Array(5);
+      expect(check(h, B, out), gpu.fh_trainer_last_error(h) ?? '').toBe(FhStatus.OK);
+      return Array.from(out);
+    }));
+}
+
+describe("online(s')'s argmax by its own kernel (FH_SN_ARGMAX, kernels/sn_argmax.cu) against the head GEMMs + loss", () => {
+  // With FH_SN_ARGMAX=1 | 2 the train step's head GEMMs run over online(s)'s B rows alone; a kernel of 8 | 12 warps a
+  // block computes online(s')'s head outputs from its head activations with mma.sync (the weights in shared memory),
+  // rounds each logit to bf16 as a stored one, and keeps only a*_d; the loss reads those instead of online(s')'s
+  // logits. a*_d can differ from the unfused path's only where two expected Qs agree to within the order of the sums.
+  const refCfg = (sets: string[]) => tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256',
+    'agent.head_hidden=128', 'train.batch_size=320']);
+  for (const [sw, blocks, what] of [['1', '', '8 warps'], ['2', '', '12 warps'], ['1', '3', '8 warps, 3 blocks']] as const) {
+    test(`${what}: a*_d equal the first argmax of the expected Q from the head GEMMs' logits`, () => {
+      for (const [sets, B] of [[['agent.atoms=51'], 300], [['agent.atoms=17', 'env.branch_sizes=[3,2,3]'], 63],
+        [['agent.atoms=56'], 17]] as const) {
+        const env: Record<string, string> = { FH_SN_ARGMAX: sw, ...(blocks ? { FH_SN_ARGMAX_BLOCKS: blocks } : {}) };
+        const [on = NaN, pairs = NaN, miss = NaN, wrong = NaN, gap = NaN] = snArgmaxCheck(refCfg([...sets]), env, SEED + 1001, B);
+        const diffs = `seed ${SEED}, ${sets.join(' ')}, B ${B}: ${miss} of ${pairs} differ, ${wrong} beyond the ` +
+          `order of sums, largest gap ${gap}`;
+        expect(on, diffs).toBe(1);
+        expect(pairs, diffs).toBe(3 * B);
+        expect(wrong, diffs).toBe(0);
+        expect(miss, diffs).toBeLessThanOrEqual(Math.ceil(0.02 * pairs));
+      }
+    });
+  }
+  switchCases([
+    ['atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+    ['atoms 17, branches 3,4,3, B 63', ['agent.atoms=17'], [3, 4, 3], 63],
+    ['atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
+  ], { FH_SN_ARGMAX: '1' }, { FH_SN_ARGMAX: '0' }, SEED + 1002, /s' argmax kernel \(8 warps\)/, [1e-2, 6e-2, 6e-2]);
+  switchCases([
+    ['12 warps: atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+  ], { FH_SN_ARGMAX: '2' }, { FH_SN_ARGMAX: '0' }, SEED + 1003, /s' argmax kernel \(12 warps\)/, [1e-2, 6e-2, 6e-2]);
+  // Inside the captured train step (graphs, prefetch, the replay chain, the paired layout where it is on): with lr
+  // 1e-12 (the weights stay) and priority exponent 0 (both runs sample the same batches) an epoch's Q statistics (from
+  // online(s)'s logits, which the step still writes) and loss agree with the unfused path's.
+  test("bf16, reference widths, graphs: an epoch's Q statistics and losses agree with FH_SN_ARGMAX=0", () => {
+    const cfg = tinyConfig(['agent.atoms=51', 'agent.hidden1=512', 'agent.hidden2=256', 'agent.head_hidden=128',
+      'replay.alpha=0']);
+    const a = frozenEpochs(cfg, { FH_SN_ARGMAX: '1' });
+    const b = frozenEpochs(cfg, { FH_SN_ARGMAX: '0' });
+    expect(a.engine).toMatch(/s' argmax kernel/);
+    expect(b.engine).not.toMatch(/s' argmax kernel/);
+    expectEpochStatsClose(a.st, b.st, 1e-3);
   });
 });
 

@@ -110,6 +110,9 @@ void fh_net_destroy(fh_net* net) {
     if (P.fork) cudaEventDestroy(P.fork);
     if (P.s) cudaStreamDestroy(P.s);
   }
+  if (net->astar) cudaFree(net->astar);
+  if (net->sn_join) cudaEventDestroy(net->sn_join);
+  if (net->sn_s) cudaStreamDestroy(net->sn_s);
   if (net->gemm) fh_gemm_destroy(net->gemm);
   memset(net, 0, sizeof *net);
 }
@@ -229,6 +232,16 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                              fh_heads_out_setup() == FH_OK
                          ? ho
                          : 0;
+    /* online(s')'s argmax from its head activations, the head GEMMs over online(s) alone (FH_SN_ARGMAX=1 | 2) */
+    const int sa = (int)fh_env_int("FH_SN_ARGMAX", 0, 2, 0);
+    net->sn_argmax = sa > 0 && train_ldt == FH_BF16 && L.atoms > 1 &&
+                             L.n_heads == L.n_branches + 1 && !net->heads_loss && !net->heads_out && !net->mma_heads &&
+                             fh_sn_argmax_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh,
+                                                    smem_optin) &&
+                             fh_sn_argmax_setup() == FH_OK
+                         ? sa
+                         : 0;
+    net->sn_blocks = (int)fh_env_int("FH_SN_ARGMAX_BLOCKS", 0, 1 << 20, 0);
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
@@ -289,6 +302,12 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
     NET_TRY(fh_dmalloc(&net->dah, (size_t)cap * HH * es));
     NET_TRY(fh_dmalloc(&net->da2, (size_t)cap * L.h2 * es));
     NET_TRY(fh_dmalloc(&net->da1, (size_t)cap * L.h1 * es));
+    if (net->sn_argmax) {
+      /* one byte a row, inside fh_net_bytes_per_row's margin (it sizes the training logits as fp32) */
+      NET_TRY(fh_dmalloc_t(&net->astar, (size_t)cap));
+      FH_CUDA_TRY(cudaStreamCreateWithPriority(&net->sn_s, cudaStreamNonBlocking, train_prio));
+      FH_CUDA_TRY(cudaEventCreateWithFlags(&net->sn_join, cudaEventDisableTiming));
+    }
     NET_TRY(fh_dmalloc_t(&net->wloss, (size_t)cap * 4));
     NET_TRY(fh_dmalloc_t(&net->signal, (size_t)cap * 4));
     NET_TRY(fh_dmalloc_t(&net->red_part, (size_t)fh_sum_partial_doubles() * 8));
@@ -403,10 +422,37 @@ static fh_status net_heads_streamed(fh_net* net, fh_net_pass& P, const void* S, 
   return fh_launch_heads_out(a, net->n_sm, P.s);
 }
 
+/* sn_argmax: online(s')'s a*_d (rows Bs.. of pass P's activations, Bs rows) into net->astar by kernels/sn_argmax.cu
+ * on sn_s, forked off the pass's main stream here; the caller joins sn_join back. */
+static fh_status net_sn_argmax(fh_net* net, fh_net_pass& P, const void* S, int32_t Bs) {
+  const fh_layout& L = net->L;
+  const int HH = L.n_heads * L.hh;
+  fh_sn_argmax_args a{};
+  a.H = static_cast<const fh_bf16*>(P.ah) + (int64_t)Bs * HH;
+  a.ldh = HH;
+  for (int k = 0; k < L.n_heads; ++k) {
+    a.W[k] = static_cast<const fh_bf16*>(S) + L.WO[k];
+    a.bias[k] = static_cast<const fh_bf16*>(S) + L.bO[k];
+  }
+  for (int d = 0; d < L.n_branches; ++d) a.n[d] = L.branch_sizes[d];
+  a.nb = L.n_branches;
+  a.atoms = L.atoms;
+  a.v_min = net->v_min;
+  a.v_max = net->v_max;
+  a.B = Bs;
+  a.astar = net->astar;
+  FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
+  FH_CUDA_TRY(cudaStreamWaitEvent(net->sn_s, P.fork, 0));
+  FH_TRY(fh_launch_sn_argmax(a, net->sn_argmax == 2 ? 12 : 8, net->sn_blocks, net->sn_s));
+  FH_CUDA_TRY(cudaEventRecord(net->sn_join, net->sn_s));
+  return FH_OK;
+}
+
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward); heads: the head
- * outputs too (not when the loss computes them, heads_loss). */
+ * outputs too (not when the loss computes them, heads_loss); sn_split (the train step's online([s; s']) with
+ * sn_argmax): the head outputs of the first B / 2 rows only, and online(s')'s a*_d from the others (net_sn_argmax). */
 static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks,
-                               bool heads = true) {
+                               bool heads = true, bool sn_split = false) {
   const fh_layout& L = net->L;
   fh_net_pass& P = net->pass[p];
   const fh_dtype op = net->op;
@@ -452,6 +498,11 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   FH_TRY(fh_gemm_fwd(net->gemm, P.s, P.ws[0], op, B, HH, L.h2, P.a2, L.h2, fh_byte_ptr(S, L.WH, op),
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
+  } else if (sn_split) {
+    if (B % 2 || p != 0 || which != 0 || !net->sn_argmax) return FH_ERR_INVALID_ARGUMENT;
+    FH_TRY(net_sn_argmax(net, P, S, B / 2));
+    FH_TRY(net_heads(net, p, S, M, B / 2));
+    FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->sn_join, 0));
   } else if (streamed) {
     FH_TRY(net_heads_streamed(net, P, S, B));
   } else {
@@ -488,6 +539,11 @@ static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, in
 
 fh_status fh_net_train_heads(fh_net* net, int32_t B) {
   return net->heads_loss ? net_heads(net, 0, net->online_sh, net->online, B) : FH_OK;
+}
+
+fh_status fh_net_heads_rows(fh_net* net, int32_t rows) {
+  if (rows <= 0 || rows > net->pass[0].cap) return FH_ERR_INVALID_ARGUMENT;
+  return net_heads(net, 0, net->online_sh, net->online, rows);
 }
 
 /* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
@@ -573,6 +629,18 @@ static fh_status net_heads_loss(fh_net*, int32_t, const int32_t*, const float*, 
   return FH_ERR_INVALID_ARGUMENT;
 }
 
+/* The loss with online(s')'s a*_d given (sn_argmax, set only where the logits and gradients are bf16). */
+static fh_status net_loss_astar(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
+                                const float* weight, const fh_heads_view_t<fh_bf16>& tg, const fh_heads_grad<fh_bf16>& g) {
+  return fh_launch_bdq_loss_astar(fh_net_view<fh_bf16>(net, 0), tg, net->astar, act, ret, disc, weight, B, net->wloss,
+                                  net->signal, g, net->pass[0].s);
+}
+template <typename T, typename L_>
+static fh_status net_loss_astar(fh_net*, int32_t, const int32_t*, const float*, const float*, const float*,
+                                const fh_heads_view_t<L_>&, const fh_heads_grad<T>&) {
+  return FH_ERR_INVALID_ARGUMENT;
+}
+
 template <typename T>
 static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                const float* weight) {
@@ -596,6 +664,8 @@ static fh_status fh_net_loss_t(fh_net* net, int32_t B, const int32_t* act, const
     }
     /* bf16 mode: online(s) and online(s') from pass 0's head activations, inside the loss */
     if (net->heads_loss) return net_heads_loss(net, B, act, ret, disc, weight, tg, g);
+    /* bf16 mode: online(s')'s a*_d from the forward (net_sn_argmax), its logits never written */
+    if (net->sn_argmax) return net_loss_astar(net, B, act, ret, disc, weight, tg, g);
     return fh_launch_bdq_loss<T>(fh_net_view<L_>(net, 0), fh_net_view<L_>(net, 0, B), tg, act, ret, disc, weight, B,
                                  net->huber_delta, net->wloss, net->signal, g, net->pass[0].s);
   };
@@ -843,7 +913,7 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready
     FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
     FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
   }
-  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true, !net->heads_loss));
+  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true, !net->heads_loss, net->sn_argmax != 0));
   if (!target_ready) {
     FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
     FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));

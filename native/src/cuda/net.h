@@ -102,6 +102,15 @@ struct fh_net {
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
                                    fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
+  int sn_argmax;                /* opt-in (FH_SN_ARGMAX=1 | 2: the kernel's 8 | 12 warps a block; 0 off), bf16 mode with
+                                   bf16 train logits, C51, shapes that fh_sn_argmax_supported takes, none of heads_loss,
+                                   heads_out, mma_heads: in the train step the head GEMMs run over online(s)'s B rows
+                                   alone, kernels/sn_argmax.cu computes online(s')'s a*_d from its head activations on
+                                   sn_s beside them, and the loss reads a*_d (astar) instead of online(s')'s logits */
+  int sn_blocks;                /* FH_SN_ARGMAX_BLOCKS=<count>: that kernel's grid cap (0: one 16-row tile a warp) */
+  uint8_t* astar;               /* (cap) with sn_argmax: a*_d of each sample, 2 bits a branch */
+  cudaStream_t sn_s;            /* with sn_argmax: its stream (pass 0's priority), forked and joined in the step */
+  cudaEvent_t sn_join;
   float* colsum_lv[3];          /* mma backward: column-sum partials of dah, da2, da1 (bias gradients) */
   cudaEvent_t bev[2];           /* mma backward: dah ready, da2 ready (the side streams' weight gradients) */
   /* target(s')'s first layer from the per-bar table of the target net's market part (kernels/p1.cuh,
@@ -235,6 +244,9 @@ fh_status fh_net_expected_q(fh_net* net, int p, int32_t B, cudaStream_t s);
 /* With heads_loss: pass 0's head outputs of its first B rows (online(s)) into its logits, for a reader of them (the
  * Q statistics), on pass 0's streams; without: nothing (the forward wrote them). */
 fh_status fh_net_train_heads(fh_net* net, int32_t B);
+/* Pass 0's head outputs of its first rows rows (online, from its activations ah) into its logits, on pass 0's
+ * streams, whatever the switches (a check's reference: with sn_argmax the train step writes online(s')'s none). */
+fh_status fh_net_heads_rows(fh_net* net, int32_t rows);
 
 /* Where a batch's s' rows go: an input of pass 0's layout (x; default pass 0's own) from row B on (s in
  * rows 0..B-1). */

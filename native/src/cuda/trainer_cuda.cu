@@ -1013,6 +1013,7 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     engine_add(out, w, ", L1 gathering off"); /* (why: at the string's end) */
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
   if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
+  if (t->net.sn_argmax) engine_add(out, w, ", s' argmax kernel (%d warps)", t->net.sn_argmax == 2 ? 12 : 8);
   if (t->net.heads_out) engine_add(out, w, ", heads streamed");
   if (t->tp1.on) engine_add(out, w, ", target P1 table");
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
@@ -1737,4 +1738,48 @@ extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* o
   if (xa) cudaFree(xa);
   if (xb) cudaFree(xb);
   return s;
+}
+
+/* CUDA-only test entry (not in foxhunt.h): the s' argmax kernel (FH_SN_ARGMAX, kernels/sn_argmax.cu) against the
+ * argmax of the expected Q from the head GEMMs' bf16 logits. Call it right after fh_trainer_loss_grad with the same n
+ * (pass 0's activation rows n..2n-1 then hold online(s')'s, and astar the kernel's a*_d of them). It runs the head
+ * GEMMs over all 2n rows, the expected Q of rows n.. (fh_launch_expected_q, the Q the unfused loss's argmax sees up to
+ * the order of its sums) and compares per sample and branch. out[0] = 1 with the kernel on (else 0 and nothing more);
+ * out[1] = the (sample, branch) pairs; out[2] = those whose a*_d differs from the expected Q's first argmax; out[3] =
+ * those of them whose two Qs differ by more than 1e-4 (1 + |Q|), which no order of sums explains; out[4] = the
+ * largest such difference. Synchronous. */
+extern "C" FH_API fh_status fh_test_trainer_sn_argmax(fh_trainer* t, int32_t n, double* out) {
+  if (!t || !out || n <= 0) return FH_ERR_INVALID_ARGUMENT;
+  FH_TRY(set_device(t));
+  for (int i = 0; i < 5; ++i) out[i] = 0.0;
+  if (!t->net.sn_argmax) return FH_OK;
+  out[0] = 1.0;
+  if (n > t->cap) return fail(t, FH_ERR_INVALID_ARGUMENT, "sn argmax check: n = %d is more than %d rows", n, t->cap);
+  fh_net& net = t->net;
+  const fh_layout& L = net.L;
+  cudaStream_t st = net.pass[0].s;
+  TR_CUDA(t, cudaDeviceSynchronize(), "sn argmax check");
+  TR_TRY(t, fh_net_heads_rows(&net, 2 * n), "sn argmax check heads");
+  TR_TRY(t, fh_launch_expected_q(fh_net_view<fh_bf16>(&net, 0, n), n, net.pass[0].q, net.nq, st),
+         "sn argmax check expected Q");
+  TR_CUDA(t, cudaStreamSynchronize(st), "sn argmax check");
+  std::vector<float> q((size_t)n * net.nq);
+  std::vector<uint8_t> as((size_t)n);
+  TR_CUDA(t, cudaMemcpy(q.data(), net.pass[0].q, q.size() * 4, cudaMemcpyDeviceToHost), "sn argmax check read");
+  TR_CUDA(t, cudaMemcpy(as.data(), net.astar, as.size(), cudaMemcpyDeviceToHost), "sn argmax check read");
+  for (int32_t i = 0; i < n; ++i)
+    for (int d = 0, off = 0; d < L.n_branches; off += L.branch_sizes[d], ++d) {
+      const float* qi = &q[(size_t)i * net.nq + off];
+      int best = 0;
+      for (int a = 1; a < L.branch_sizes[d]; ++a)
+        if (qi[a] > qi[best]) best = a;
+      const int got = (as[(size_t)i] >> (2 * d)) & 3;
+      out[1] += 1.0;
+      if (got == best) continue;
+      out[2] += 1.0;
+      const double gap = got < L.branch_sizes[d] ? fabs((double)qi[best] - (double)qi[got]) : INFINITY;
+      if (gap > 1e-4 * (1.0 + fabs((double)qi[best]))) out[3] += 1.0;
+      out[4] = gap > out[4] ? gap : out[4];
+    }
+  return FH_OK;
 }
