@@ -184,12 +184,15 @@ struct fh_sn_argmax_args {
   int B;
   uint8_t* astar;                        /* (B): a*_d of sample i in bits 2 d .. 2 d + 1 */
 };
-/* Whether the kernel runs these shapes (those of fh_heads_loss_supported; the weights within shared memory). */
-bool fh_sn_argmax_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin);
+/* Whether variant (below) runs these shapes (those of fh_heads_loss_supported; its shared memory within smem_optin). */
+bool fh_sn_argmax_supported(int variant, int hh, int atoms, int nb, const int* n, int ldh, int smem_optin);
 /* The kernel's shared-memory attribute (once per process; call it outside any graph capture first). */
 fh_status fh_sn_argmax_setup();
-/* warps: 8 or 12 a block; max_blocks > 0 caps the grid (the blocks then loop over the 16-row tiles). */
-fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int warps, int max_blocks, cudaStream_t s);
+/* variant 0 .. FH_SN_ARGMAX_VARIANTS - 1 (sn_argmax.cu: 8 or 12 warps a block with two GEMM passes an action, or 8
+ * with one and the logits kept); max_blocks > 0 caps the grid (the blocks then loop over the 16-row tiles). */
+#define FH_SN_ARGMAX_VARIANTS 3
+int fh_sn_argmax_warps(int variant);  /* its warps a block (0 outside the variants) */
+fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int variant, int max_blocks, cudaStream_t s);
 /* The bf16-mode C51 loss of fh_launch_bdq_loss (its half-warp kernel) with a*_d given (astar, as fh_sn_argmax_args
  * writes it) instead of computed from online(s')'s logits. Branches of <= 4 actions, nb <= 3, 2..64 atoms. */
 fh_status fh_launch_bdq_loss_astar(const fh_heads_view_t<fh_bf16>& on_s, const fh_heads_view_t<fh_bf16>& tg_sn,

@@ -13,9 +13,12 @@
  * head GEMMs then run over the B rows of s alone, and the loss (fh_launch_bdq_loss_astar) reads the bytes instead of
  * the s' logits.
  *
- * Launch: WARPS warps a block (8 or 12: FH_SN_ARGMAX=1 | 2; ptxas: 198 and 168 registers, no spills; 16 warps spill),
- * one block an SM (the weights take ~170 KB of shared memory at the reference), a warp a tile of 16 rows; the grid is
- * one tile a warp (at B 16 384: 128 or 86 blocks), or at most max_blocks blocks that loop over the tiles.
+ * Variants (FH_SN_ARGMAX = 1 + variant): 1 and 2, 8 and 12 warps a block (16 spill), two GEMM passes an action, the
+ * dueling mean's and then the logits'; 3, 8 warps, one GEMM pass an action, its rounded logits kept as bf16 pairs in
+ * the warp's part of shared memory (7 KB) for the softmax loop after the mean (half the mma; in registers they spilled).
+ * One block an SM (the weights take ~170 KB of shared memory at the reference, 227 KB with 3's kept logits), a warp a
+ * tile of 16 rows; the grid is one tile a warp (at B 16 384: 128 or 86 blocks), or at most max_blocks blocks that loop
+ * over the tiles.
  */
 #include "heads_mma.cuh"
 
@@ -23,7 +26,35 @@
 
 using namespace fh_hm;
 
-template <int WARPS>
+constexpr int kKeepWords = kNT * 2 * 32;  /* a warp's words of one action's rounded logits (bf16 pairs) */
+
+/* Shared bytes of a launch of WARPS warps (KEEP: the kept logits too) with nblk weight blocks. */
+static size_t sa_smem_bytes(int nblk, int warps, bool keep) {
+  return weight_bytes(nblk) + (keep ? (size_t)warps * kMaxN * kKeepWords * sizeof(uint32_t) : 0);
+}
+
+/* Action a of branch d, the lane's two rows of logits x (-inf outside the atoms): its softmax and expected Q, and a*_d
+ * (bits 2 (2 d + r) of astar) where it beats the best so far (bq; the first of equals stays). */
+static __device__ __forceinline__ void fh_sa_pick(float (&x)[kNT][4], float (&bq)[2], uint32_t& astar, int a, int d, int t,
+                                                  float vmin, float dz) {
+  float mx[2], S[2];
+  fh_hl_softmax(x, mx, S);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float az = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kNT; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], vmin + (float)(8 * c + 2 * t + e) * dz, az);
+    const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
+    if (q > bq[r]) {
+      bq[r] = q;
+      astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
+    }
+  }
+}
+
+template <int WARPS, bool KEEP>
 static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(const fh_sn_argmax_args p) {
   extern __shared__ __align__(16) unsigned char fh_sa_smem[];
   const int nb = p.nb, atoms = p.atoms;
@@ -32,6 +63,8 @@ static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(cons
   fh_bf16* sW = reinterpret_cast<fh_bf16*>(fh_sa_smem);
   float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
   fh_hl_load_weights<WARPS * 32>(p, nblk, atoms, sW, sBias);
+  /* KEEP: this warp's kept logits, kMaxN actions of kKeepWords words (after the biases; unused otherwise) */
+  uint32_t* sKeep = reinterpret_cast<uint32_t*>(sBias + nblk * kCols) + (threadIdx.x >> 5) * kMaxN * kKeepWords;
   __syncthreads();
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -66,40 +99,67 @@ static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(cons
       const int n = p.n[d];
       const float inv_n = fh_rcp_refined((float)n);
       float M[kNT][4];
-      for (int a = 0; a < n; ++a) {
-        float acc[kNT][4];
-        fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
-#pragma unroll
-        for (int c = 0; c < kNT; ++c)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) M[c][e] = a == 0 ? fh_bf16_round(acc[c][e]) : M[c][e] + fh_bf16_round(acc[c][e]);
-      }
-#pragma unroll
-      for (int c = 0; c < kNT; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
       float bq[2] = {-INFINITY, -INFINITY};
-      for (int a = 0; a < n; ++a) {
-        float x[kNT][4];
-        fh_hl_gemm(x, af, sW, sBias, so + a, lane);
-#pragma unroll
-        for (int c = 0; c < kNT; ++c)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + fh_bf16_round(x[c][e]) - M[c][e] : -INFINITY;
-        float mx[2], S[2];
-        fh_hl_softmax(x, mx, S);
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float az = 0.0f;
+      if constexpr (KEEP) {
+        /* one GEMM pass an action: its rounded logits kept as bf16 pairs in the warp's shared area (each lane its own
+         * words, lane-contiguous) for the softmax loop after the dueling mean */
+#pragma unroll 1
+        for (int a = 0; a < n; ++a) {
+          float acc[kNT][4];
+          fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
+          uint32_t* kp = sKeep + a * kKeepWords + lane;
 #pragma unroll
           for (int c = 0; c < kNT; ++c)
 #pragma unroll
-            for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], vmin + (float)(8 * c + 2 * t + e) * dz, az);
-          const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
-          if (q > bq[r]) {
-            bq[r] = q;
-            astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
-          }
+            for (int h = 0; h < 2; ++h) {
+              const __nv_bfloat162 v = __floats2bfloat162_rn(acc[c][2 * h], acc[c][2 * h + 1]);
+              kp[(2 * c + h) * 32] = *reinterpret_cast<const uint32_t*>(&v);
+              const float2 f = __bfloat1622float2(v);
+              M[c][2 * h] = a == 0 ? f.x : M[c][2 * h] + f.x;
+              M[c][2 * h + 1] = a == 0 ? f.y : M[c][2 * h + 1] + f.y;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
+#pragma unroll 1
+        for (int a = 0; a < n; ++a) {
+          const uint32_t* kp = sKeep + a * kKeepWords + lane;
+          float x[kNT][4];
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t wv = kp[(2 * c + h) * 32];
+              const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv));
+              x[c][2 * h] = ok[c][0] ? V[c][2 * h] + f.x - M[c][2 * h] : -INFINITY;
+              x[c][2 * h + 1] = ok[c][1] ? V[c][2 * h + 1] + f.y - M[c][2 * h + 1] : -INFINITY;
+            }
+          fh_sa_pick(x, bq, astar, a, d, t, vmin, dz);
+        }
+      } else {
+        /* two GEMM passes an action: the dueling mean's, then the logits' (registers for more warps) */
+        for (int a = 0; a < n; ++a) {
+          float acc[kNT][4];
+          fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) M[c][e] = a == 0 ? fh_bf16_round(acc[c][e]) : M[c][e] + fh_bf16_round(acc[c][e]);
+        }
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
+        for (int a = 0; a < n; ++a) {
+          float x[kNT][4];
+          fh_hl_gemm(x, af, sW, sBias, so + a, lane);
+#pragma unroll
+          for (int c = 0; c < kNT; ++c)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + fh_bf16_round(x[c][e]) - M[c][e] : -INFINITY;
+          fh_sa_pick(x, bq, astar, a, d, t, vmin, dz);
         }
       }
     }
@@ -115,22 +175,29 @@ static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(cons
   }
 }
 
-bool fh_sn_argmax_supported(int hh, int atoms, int nb, const int* n, int ldh, int smem_optin) {
+/* The variants (FH_SN_ARGMAX - 1): 8 or 12 warps a block with two GEMM passes an action; 8 warps with one, the logits
+ * kept in shared memory (12 warps of kept logits do not fit beside the weights). */
+using fh_sa_kernel = void (*)(const fh_sn_argmax_args);
+static const fh_sa_kernel kSaKernels[FH_SN_ARGMAX_VARIANTS] = {fh_sn_argmax_kernel<8, false>, fh_sn_argmax_kernel<12, false>,
+                                                              fh_sn_argmax_kernel<8, true>};
+static const int kSaWarps[FH_SN_ARGMAX_VARIANTS] = {8, 12, 8};
+static const bool kSaKeep[FH_SN_ARGMAX_VARIANTS] = {false, false, true};
+
+int fh_sn_argmax_warps(int variant) { return variant >= 0 && variant < FH_SN_ARGMAX_VARIANTS ? kSaWarps[variant] : 0; }
+
+bool fh_sn_argmax_supported(int variant, int hh, int atoms, int nb, const int* n, int ldh, int smem_optin) {
   int nblk = 0;
-  return shapes_fit(hh, atoms, nb, n, ldh, &nblk) && weight_bytes(nblk) <= FH_HEADS_LOSS_SMEM_MAX &&
-         weight_bytes(nblk) <= (size_t)smem_optin;
+  if (variant < 0 || variant >= FH_SN_ARGMAX_VARIANTS || !shapes_fit(hh, atoms, nb, n, ldh, &nblk)) return false;
+  const size_t smem = sa_smem_bytes(nblk, kSaWarps[variant], kSaKeep[variant]);
+  return smem <= FH_HEADS_LOSS_SMEM_MAX && smem <= (size_t)smem_optin;
 }
 
 fh_status fh_sn_argmax_setup() {
   static std::once_flag once;
   static cudaError_t attr = cudaSuccess;
   std::call_once(once, [] {
-    attr = cudaFuncSetAttribute(fh_sn_argmax_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                FH_HEADS_LOSS_SMEM_MAX);
-    if (attr == cudaSuccess)
-      attr = cudaFuncSetAttribute(fh_sn_argmax_kernel<12>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  FH_HEADS_LOSS_SMEM_MAX);
-
+    for (int v = 0; v < FH_SN_ARGMAX_VARIANTS && attr == cudaSuccess; ++v)
+      attr = cudaFuncSetAttribute(kSaKernels[v], cudaFuncAttributeMaxDynamicSharedMemorySize, FH_HEADS_LOSS_SMEM_MAX);
   });
   if (attr != cudaSuccess) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_sn_argmax_setup", cudaGetErrorString(attr));
@@ -139,22 +206,20 @@ fh_status fh_sn_argmax_setup() {
   return FH_OK;
 }
 
-fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int warps, int max_blocks, cudaStream_t s) {
+fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int variant, int max_blocks, cudaStream_t s) {
   if (a.B <= 0) return FH_OK;
   int nblk = 0;
-  if (!shapes_fit(kK, a.atoms, a.nb, a.n, a.ldh, &nblk) || !a.H || !a.astar || (warps != 8 && warps != 12)) {
-    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_sn_argmax", "shapes outside the s' argmax kernel");
+  if (!fh_sn_argmax_supported(variant, kK, a.atoms, a.nb, a.n, a.ldh, FH_HEADS_LOSS_SMEM_MAX) ||
+      !shapes_fit(kK, a.atoms, a.nb, a.n, a.ldh, &nblk) || !a.H || !a.astar) {
+    fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_sn_argmax", "shapes or variant outside the s' argmax kernel");
     return FH_ERR_INVALID_ARGUMENT;
   }
   FH_TRY(fh_sn_argmax_setup());
-  const size_t smem = weight_bytes(nblk);
+  const int warps = kSaWarps[variant];
   const int tiles = (a.B + kRows - 1) / kRows;
   int blocks = (tiles + warps - 1) / warps;
   if (max_blocks > 0 && blocks > max_blocks) blocks = max_blocks;
-  if (warps == 8)
-    fh_sn_argmax_kernel<8><<<blocks, 8 * 32, smem, s>>>(a);
-  else
-    fh_sn_argmax_kernel<12><<<blocks, 12 * 32, smem, s>>>(a);
+  kSaKernels[variant]<<<blocks, warps * 32, sa_smem_bytes(nblk, warps, kSaKeep[variant]), s>>>(a);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

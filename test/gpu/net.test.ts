@@ -687,13 +687,16 @@ function snArgmaxCheck(cfg: RunConfig, env: Record<string, string>, seed: number
 }
 
 describe("online(s')'s argmax by its own kernel (FH_SN_ARGMAX, kernels/sn_argmax.cu) against the head GEMMs + loss", () => {
-  // With FH_SN_ARGMAX=1 | 2 the train step's head GEMMs run over online(s)'s B rows alone; a kernel of 8 | 12 warps a
-  // block computes online(s')'s head outputs from its head activations with mma.sync (the weights in shared memory),
-  // rounds each logit to bf16 as a stored one, and keeps only a*_d; the loss reads those instead of online(s')'s
-  // logits. a*_d can differ from the unfused path's only where two expected Qs agree to within the order of the sums.
+  // With FH_SN_ARGMAX=1..3 the train step's head GEMMs run over online(s)'s B rows alone; a kernel (8 or 12 warps a
+  // block; 3: the logits of a GEMM pass kept in shared memory instead of a second pass) computes online(s')'s head
+  // outputs from its head activations with mma.sync (the weights in shared memory), rounds each logit to bf16 as a
+  // stored one, and keeps only a*_d; the loss reads those instead of online(s')'s logits. a*_d can differ from the
+  // unfused path's only where two expected Qs agree to within the order of the sums. FH_SN_ARGMAX_BLOCKS caps the grid
+  // (its blocks then loop over the tiles).
   const refCfg = (sets: string[]) => tinyConfig([...sets, 'agent.hidden1=512', 'agent.hidden2=256',
     'agent.head_hidden=128', 'train.batch_size=320']);
-  for (const [sw, blocks, what] of [['1', '', '8 warps'], ['2', '', '12 warps'], ['1', '3', '8 warps, 3 blocks']] as const) {
+  for (const [sw, blocks, what] of [['1', '', '8 warps'], ['2', '', '12 warps'], ['3', '', '8 warps, logits kept'],
+    ['1', '3', '8 warps, 3 blocks'], ['3', '2', 'logits kept, 2 blocks']] as const) {
     test(`${what}: a*_d equal the first argmax of the expected Q from the head GEMMs' logits`, () => {
       for (const [sets, B] of [[['agent.atoms=51'], 300], [['agent.atoms=17', 'env.branch_sizes=[3,2,3]'], 63],
         [['agent.atoms=56'], 17]] as const) {
@@ -716,6 +719,11 @@ describe("online(s')'s argmax by its own kernel (FH_SN_ARGMAX, kernels/sn_argmax
   switchCases([
     ['12 warps: atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
   ], { FH_SN_ARGMAX: '2' }, { FH_SN_ARGMAX: '0' }, SEED + 1003, /s' argmax kernel \(12 warps\)/, [1e-2, 6e-2, 6e-2]);
+  switchCases([
+    ['logits kept: atoms 51, branches 3,4,3, B 300', ['agent.atoms=51'], [3, 4, 3], 300],
+    ['logits kept: atoms 56, branches 3,2,3, B 17', ['agent.atoms=56', 'env.branch_sizes=[3,2,3]'], [3, 2, 3], 17],
+  ], { FH_SN_ARGMAX: '3' }, { FH_SN_ARGMAX: '0' }, SEED + 1004, /s' argmax kernel \(8 warps, logits kept\)/,
+  [1e-2, 6e-2, 6e-2]);
   // Inside the captured train step (graphs, prefetch, the replay chain, the paired layout where it is on): with lr
   // 1e-12 (the weights stay) and priority exponent 0 (both runs sample the same batches) an epoch's Q statistics (from
   // online(s)'s logits, which the step still writes) and loss agree with the unfused path's.

@@ -233,11 +233,11 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                          ? ho
                          : 0;
     /* online(s')'s argmax from its head activations, the head GEMMs over online(s) alone (FH_SN_ARGMAX=1 | 2) */
-    const int sa = (int)fh_env_int("FH_SN_ARGMAX", 0, 2, 0);
+    const int sa = (int)fh_env_int("FH_SN_ARGMAX", 0, FH_SN_ARGMAX_VARIANTS, 0);
     net->sn_argmax = sa > 0 && train_ldt == FH_BF16 && L.atoms > 1 &&
                              L.n_heads == L.n_branches + 1 && !net->heads_loss && !net->heads_out && !net->mma_heads &&
-                             fh_sn_argmax_supported(L.hh, L.atoms, L.n_branches, L.branch_sizes, L.n_heads * L.hh,
-                                                    smem_optin) &&
+                             fh_sn_argmax_supported(sa - 1, L.hh, L.atoms, L.n_branches, L.branch_sizes,
+                                                    L.n_heads * L.hh, smem_optin) &&
                              fh_sn_argmax_setup() == FH_OK
                          ? sa
                          : 0;
@@ -443,7 +443,7 @@ static fh_status net_sn_argmax(fh_net* net, fh_net_pass& P, const void* S, int32
   a.astar = net->astar;
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
   FH_CUDA_TRY(cudaStreamWaitEvent(net->sn_s, P.fork, 0));
-  FH_TRY(fh_launch_sn_argmax(a, net->sn_argmax == 2 ? 12 : 8, net->sn_blocks, net->sn_s));
+  FH_TRY(fh_launch_sn_argmax(a, net->sn_argmax - 1, net->sn_blocks, net->sn_s));
   FH_CUDA_TRY(cudaEventRecord(net->sn_join, net->sn_s));
   return FH_OK;
 }

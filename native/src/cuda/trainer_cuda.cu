@@ -1013,7 +1013,9 @@ extern "C" FH_API fh_status fh_trainer_info(fh_trainer* t, fh_info* out) {
     engine_add(out, w, ", L1 gathering off"); /* (why: at the string's end) */
   if (t->net.mma_heads) engine_add(out, w, ", mma heads");
   if (t->net.heads_loss) engine_add(out, w, ", head outputs in the loss");
-  if (t->net.sn_argmax) engine_add(out, w, ", s' argmax kernel (%d warps)", t->net.sn_argmax == 2 ? 12 : 8);
+  if (t->net.sn_argmax)
+    engine_add(out, w, ", s' argmax kernel (%d warps%s)", fh_sn_argmax_warps(t->net.sn_argmax - 1),
+               t->net.sn_argmax == 3 ? ", logits kept" : "");
   if (t->net.heads_out) engine_add(out, w, ", heads streamed");
   if (t->tp1.on) engine_add(out, w, ", target P1 table");
   if (t->net.heads_sm) engine_add(out, w, ", heads on SM shares%s", t->net.heads_sm > 1 ? " (backward too)" : "");
