@@ -232,7 +232,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                              fh_heads_out_setup() == FH_OK
                          ? ho
                          : 0;
-    /* online(s')'s argmax from its head activations, the head GEMMs over online(s) alone (FH_SN_ARGMAX=1 | 2) */
+    /* online(s')'s argmax from its head activations, the head GEMMs over online(s) alone (FH_SN_ARGMAX=1..3) */
     const int sa = (int)fh_env_int("FH_SN_ARGMAX", 0, FH_SN_ARGMAX_VARIANTS, 0);
     net->sn_argmax = sa > 0 && train_ldt == FH_BF16 && L.atoms > 1 &&
                              L.n_heads == L.n_branches + 1 && !net->heads_loss && !net->heads_out && !net->mma_heads &&
