@@ -86,62 +86,12 @@ static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const
     const int ir[2] = {i0 + g < B ? i0 + g : B - 1, i0 + g + 8 < B ? i0 + g + 8 : B - 1};
     const bool live[2] = {i0 + g < B, i0 + g + 8 < B};
 
-    /* The branch loops below run once per branch (not unrolled: one copy of their GEMM passes, a smaller kernel); a
-     * branch's first weight block and 1/n are computed in them, the argmaxes kept as 2-bit fields of one word. */
+    /* The branch loops (below and in fh_hl_argmax_rows) run once per branch (not unrolled: one copy of their GEMM
+     * passes); a branch's first weight block and 1/n are computed in them, the argmaxes kept as 2-bit fields. */
     /* ---- 1. online(s'): the double-DQN argmax of every branch ---- */
-    uint32_t astar = 0u;  /* a*_d of row r in bits 2 (2 d + r) .. +1 */
-    {
-      const fh_bf16* h0 = p.H + (int64_t)(B + ir[0]) * p.ldh;
-      const fh_bf16* h1 = p.H + (int64_t)(B + ir[1]) * p.ldh;
-      float V[kNT][4];
-      {
-        uint32_t af[8][4];
-        fh_hl_frags(af, h0, h1, t);
-        fh_hl_gemm(V, af, sW, sBias, 0, lane);
-      }
-#pragma unroll 1
-      for (int d = 0, so = 1; d < nb; so += p.n[d], ++d) {
-        uint32_t af[8][4];
-        fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
-        const int n = p.n[d];
-        const float inv_n = fh_rcp_refined((float)n);
-        float M[kNT][4];
-        {
-          float acc[kNT][4];
-          for (int a = 0; a < n; ++a) {
-            fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
-#pragma unroll
-            for (int c = 0; c < kNT; ++c)
-#pragma unroll
-              for (int e = 0; e < 4; ++e) M[c][e] = a == 0 ? acc[c][e] : M[c][e] + acc[c][e];
-          }
-        }
-        float bq[2] = {-INFINITY, -INFINITY};
-        for (int a = 0; a < n; ++a) {
-          float x[kNT][4];
-          fh_hl_gemm(x, af, sW, sBias, so + a, lane);
-#pragma unroll
-          for (int c = 0; c < kNT; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + x[c][e] - M[c][e] * inv_n : -INFINITY;
-          float mx[2], S[2];
-          fh_hl_softmax(x, mx, S);
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            float az = 0.0f;
-#pragma unroll
-            for (int c = 0; c < kNT; ++c)
-#pragma unroll
-              for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], zj[c][e], az);
-            const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
-            if (q > bq[r]) {
-              bq[r] = q;
-              astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
-            }
-          }
-        }
-      }
-    }
+    const uint32_t astar = fh_hl_argmax_rows<false, false>(p.H + (int64_t)(B + ir[0]) * p.ldh,
+                                                           p.H + (int64_t)(B + ir[1]) * p.ldh, p.n, nb, ok, sW, sBias,
+                                                           nullptr, lane, t, vmin, dz);  /* a*_d of row r: bits 2 (2 d + r) */
 
     /* ---- 2. the target distribution and its projection (the rows' masses and positions in shared memory); the
      * projected target tgt then replaces the lane's own masses there, for phase 3 ---- */

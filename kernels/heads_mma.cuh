@@ -15,6 +15,7 @@
  *   fh_quad_sum / fh_quad_max                        over the 4 lanes of a quad (one row's atoms)
  *   fh_hl_softmax(x, mx, S)                          the lane's two rows: x := exp(x - max), mx the maxima, S the sums
  *   fh_bf16_round(x)                                 x rounded to bf16 (as a stored logit), back in fp32
+ *   fh_hl_argmax_rows<ROUND, KEEP>(...)              online(s')'s double-DQN a*_d of the lane's two rows
  */
 #ifndef FH_HEADS_MMA_CUH
 #define FH_HEADS_MMA_CUH
@@ -160,6 +161,115 @@ static __device__ __forceinline__ void fh_hl_softmax(float (&x)[fh_hm::kNT][4], 
       }
     S[r] = fh_quad_sum(s);
   }
+}
+
+/* Action a of branch d, the lane's two rows of logits x (-inf outside the atoms): their softmax and expected Q, and a*_d
+ * (bits 2 (2 d + r) of astar) where it beats the best so far (bq; the first of equals stays). */
+static __device__ __forceinline__ void fh_hl_pick(float (&x)[fh_hm::kNT][4], float (&bq)[2], uint32_t& astar, int a,
+                                                  int d, int t, float vmin, float dz) {
+  float mx[2], S[2];
+  fh_hl_softmax(x, mx, S);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float az = 0.0f;
+#pragma unroll
+    for (int c = 0; c < fh_hm::kNT; ++c)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], vmin + (float)(8 * c + 2 * t + e) * dz, az);
+    const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
+    if (q > bq[r]) {
+      bq[r] = q;
+      astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
+    }
+  }
+}
+
+/* The double-DQN argmax of the lane's two rows h0, h1 of online(s')'s head activations (head k at columns k * 128): the
+ * value head V, then per branch the dueling mean M = mean_a (h_d W_a + b_a) and per action the logits V + A_a - M, their
+ * softmax and expected Q (fh_hl_pick). Returns a*_d of row r in bits 2 (2 d + r) .. +1. ROUND: each logit rounded to
+ * bf16 first, as a stored one. Without KEEP each action's GEMM runs twice, for M and for its logits; KEEP (ROUND only)
+ * runs it once and keeps the rounded logits as bf16 pairs in keep, the warp's kMaxN x kKeepWords words of shared memory
+ * (each lane its own words, lane-contiguous). n: the branch sizes, nb branches; ok: the lane's atoms inside the row. */
+constexpr int kHlKeepWords = fh_hm::kNT * 2 * 32;  /* a warp's words of one action's rounded logits (bf16 pairs) */
+template <bool ROUND, bool KEEP>
+static __device__ __forceinline__ uint32_t fh_hl_argmax_rows(const fh_bf16* h0, const fh_bf16* h1, const int* n_, int nb,
+                                                             const bool (&ok)[fh_hm::kNT][2], const fh_bf16* sW,
+                                                             const float* sBias, uint32_t* keep, int lane, int t,
+                                                             float vmin, float dz) {
+  using namespace fh_hm;
+  static_assert(ROUND || !KEEP, "fh_hl_argmax_rows: kept logits are rounded");
+  const auto rd = [](float v) { return ROUND ? fh_bf16_round(v) : v; };
+  uint32_t astar = 0u;
+  float V[kNT][4];
+  {
+    uint32_t af[8][4];
+    fh_hl_frags(af, h0, h1, t);
+    fh_hl_gemm(V, af, sW, sBias, 0, lane);
+#pragma unroll
+    for (int c = 0; c < kNT; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) V[c][e] = rd(V[c][e]);
+  }
+#pragma unroll 1
+  for (int d = 0, so = 1; d < nb; so += n_[d], ++d) {
+    uint32_t af[8][4];
+    fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
+    const int n = n_[d];
+    const float inv_n = fh_rcp_refined((float)n);
+    float M[kNT][4];
+    for (int a = 0; a < n; ++a) {
+      float acc[kNT][4];
+      fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
+      if constexpr (KEEP) {
+        uint32_t* kp = keep + a * kHlKeepWords + lane;
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const __nv_bfloat162 v = __floats2bfloat162_rn(acc[c][2 * h], acc[c][2 * h + 1]);
+            kp[(2 * c + h) * 32] = *reinterpret_cast<const uint32_t*>(&v);
+            const float2 f = __bfloat1622float2(v);
+            acc[c][2 * h] = f.x;
+            acc[c][2 * h + 1] = f.y;
+          }
+      }
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float v = KEEP ? acc[c][e] : rd(acc[c][e]);
+          M[c][e] = a == 0 ? v : M[c][e] + v;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < kNT; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
+    float bq[2] = {-INFINITY, -INFINITY};
+    for (int a = 0; a < n; ++a) {
+      float x[kNT][4];
+      if constexpr (KEEP) {
+        const uint32_t* kp = keep + a * kHlKeepWords + lane;
+#pragma unroll
+        for (int c = 0; c < kNT; ++c)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t wv = kp[(2 * c + h) * 32];
+            const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv));
+            x[c][2 * h] = f.x;
+            x[c][2 * h + 1] = f.y;
+          }
+      } else {
+        fh_hl_gemm(x, af, sW, sBias, so + a, lane);
+      }
+#pragma unroll
+      for (int c = 0; c < kNT; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + (KEEP ? x[c][e] : rd(x[c][e])) - M[c][e] : -INFINITY;
+      fh_hl_pick(x, bq, astar, a, d, t, vmin, dz);
+    }
+  }
+  return astar;
 }
 
 #endif /* __CUDACC__ */

@@ -26,32 +26,9 @@
 
 using namespace fh_hm;
 
-constexpr int kKeepWords = kNT * 2 * 32;  /* a warp's words of one action's rounded logits (bf16 pairs) */
-
 /* Shared bytes of a launch of WARPS warps (KEEP: the kept logits too) with nblk weight blocks. */
 static size_t sa_smem_bytes(int nblk, int warps, bool keep) {
-  return weight_bytes(nblk) + (keep ? (size_t)warps * kMaxN * kKeepWords * sizeof(uint32_t) : 0);
-}
-
-/* Action a of branch d, the lane's two rows of logits x (-inf outside the atoms): its softmax and expected Q, and a*_d
- * (bits 2 (2 d + r) of astar) where it beats the best so far (bq; the first of equals stays). */
-static __device__ __forceinline__ void fh_sa_pick(float (&x)[kNT][4], float (&bq)[2], uint32_t& astar, int a, int d, int t,
-                                                  float vmin, float dz) {
-  float mx[2], S[2];
-  fh_hl_softmax(x, mx, S);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float az = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kNT; ++c)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) az = __fmaf_rn(x[c][2 * r + e], vmin + (float)(8 * c + 2 * t + e) * dz, az);
-    const float q = fh_quad_sum(az) * fh_rcp_approx(S[r]);
-    if (q > bq[r]) {
-      bq[r] = q;
-      astar = (astar & ~(3u << (2 * (2 * d + r)))) | ((uint32_t)a << (2 * (2 * d + r)));
-    }
-  }
+  return weight_bytes(nblk) + (keep ? (size_t)warps * kMaxN * kHlKeepWords * sizeof(uint32_t) : 0);
 }
 
 template <int WARPS, bool KEEP>
@@ -63,8 +40,8 @@ static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(cons
   fh_bf16* sW = reinterpret_cast<fh_bf16*>(fh_sa_smem);
   float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
   fh_hl_load_weights<WARPS * 32>(p, nblk, atoms, sW, sBias);
-  /* KEEP: this warp's kept logits, kMaxN actions of kKeepWords words (after the biases; unused otherwise) */
-  uint32_t* sKeep = reinterpret_cast<uint32_t*>(sBias + nblk * kCols) + (threadIdx.x >> 5) * kMaxN * kKeepWords;
+  /* KEEP: this warp's kept logits, kMaxN actions of kHlKeepWords words (after the biases; unused otherwise) */
+  uint32_t* sKeep = reinterpret_cast<uint32_t*>(sBias + nblk * kCols) + (threadIdx.x >> 5) * kMaxN * kHlKeepWords;
   __syncthreads();
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -81,88 +58,7 @@ static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(cons
     const int ir[2] = {i0 + g < B ? i0 + g : B - 1, i0 + g + 8 < B ? i0 + g + 8 : B - 1};
     const fh_bf16* h0 = p.H + (int64_t)ir[0] * p.ldh;
     const fh_bf16* h1 = p.H + (int64_t)ir[1] * p.ldh;
-    uint32_t astar = 0u;  /* a*_d of row r in bits 2 (2 d + r) .. +1 */
-    float V[kNT][4];
-    {
-      uint32_t af[8][4];
-      fh_hl_frags(af, h0, h1, t);
-      fh_hl_gemm(V, af, sW, sBias, 0, lane);
-#pragma unroll
-      for (int c = 0; c < kNT; ++c)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) V[c][e] = fh_bf16_round(V[c][e]);
-    }
-#pragma unroll 1
-    for (int d = 0, so = 1; d < nb; so += p.n[d], ++d) {
-      uint32_t af[8][4];
-      fh_hl_frags(af, h0 + (d + 1) * kK, h1 + (d + 1) * kK, t);
-      const int n = p.n[d];
-      const float inv_n = fh_rcp_refined((float)n);
-      float M[kNT][4];
-      float bq[2] = {-INFINITY, -INFINITY};
-      if constexpr (KEEP) {
-        /* one GEMM pass an action: its rounded logits kept as bf16 pairs in the warp's shared area (each lane its own
-         * words, lane-contiguous) for the softmax loop after the dueling mean */
-#pragma unroll 1
-        for (int a = 0; a < n; ++a) {
-          float acc[kNT][4];
-          fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
-          uint32_t* kp = sKeep + a * kKeepWords + lane;
-#pragma unroll
-          for (int c = 0; c < kNT; ++c)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const __nv_bfloat162 v = __floats2bfloat162_rn(acc[c][2 * h], acc[c][2 * h + 1]);
-              kp[(2 * c + h) * 32] = *reinterpret_cast<const uint32_t*>(&v);
-              const float2 f = __bfloat1622float2(v);
-              M[c][2 * h] = a == 0 ? f.x : M[c][2 * h] + f.x;
-              M[c][2 * h + 1] = a == 0 ? f.y : M[c][2 * h + 1] + f.y;
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < kNT; ++c)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
-#pragma unroll 1
-        for (int a = 0; a < n; ++a) {
-          const uint32_t* kp = sKeep + a * kKeepWords + lane;
-          float x[kNT][4];
-#pragma unroll
-          for (int c = 0; c < kNT; ++c)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t wv = kp[(2 * c + h) * 32];
-              const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&wv));
-              x[c][2 * h] = ok[c][0] ? V[c][2 * h] + f.x - M[c][2 * h] : -INFINITY;
-              x[c][2 * h + 1] = ok[c][1] ? V[c][2 * h + 1] + f.y - M[c][2 * h + 1] : -INFINITY;
-            }
-          fh_sa_pick(x, bq, astar, a, d, t, vmin, dz);
-        }
-      } else {
-        /* two GEMM passes an action: the dueling mean's, then the logits' (registers for more warps) */
-        for (int a = 0; a < n; ++a) {
-          float acc[kNT][4];
-          fh_hl_gemm(acc, af, sW, sBias, so + a, lane);
-#pragma unroll
-          for (int c = 0; c < kNT; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) M[c][e] = a == 0 ? fh_bf16_round(acc[c][e]) : M[c][e] + fh_bf16_round(acc[c][e]);
-        }
-#pragma unroll
-        for (int c = 0; c < kNT; ++c)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) M[c][e] *= inv_n;
-        for (int a = 0; a < n; ++a) {
-          float x[kNT][4];
-          fh_hl_gemm(x, af, sW, sBias, so + a, lane);
-#pragma unroll
-          for (int c = 0; c < kNT; ++c)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) x[c][e] = ok[c][e & 1] ? V[c][e] + fh_bf16_round(x[c][e]) - M[c][e] : -INFINITY;
-          fh_sa_pick(x, bq, astar, a, d, t, vmin, dz);
-        }
-      }
-    }
+    const uint32_t astar = fh_hl_argmax_rows<true, KEEP>(h0, h1, p.n, nb, ok, sW, sBias, sKeep, lane, t, vmin, dz);
     if (t == 0) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
