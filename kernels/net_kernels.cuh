@@ -142,14 +142,18 @@ fh_status fh_launch_heads_out(const fh_heads_out_args& a, int blocks, cudaStream
  * stored. Outputs as fh_launch_bdq_loss (grad rows in full, pads 0). */
 #define FH_HEADS_LOSS_K 128              /* the head hidden width it runs */
 #define FH_HEADS_LOSS_SMEM_MAX (227 * 1024) /* the most shared memory a block takes */
-struct fh_heads_loss_args {
-  const fh_bf16* H;                      /* (2B, ldh) head-layer activations; head k's at columns k * 128 */
+/* The head activations and head-output weights that the kernels computing head outputs in shared memory read
+ * (heads_loss.cu, sn_argmax.cu; kernels/heads_mma.cuh). */
+struct fh_heads_mma_in {
+  const fh_bf16* H;                      /* head-layer activations, rows of ldh; head k's at columns k * 128 */
   int ldh;
   const fh_bf16* W[1 + FH_MAX_BRANCHES]; /* head k's output weights, (out rows, 128) */
   const fh_bf16* bias[1 + FH_MAX_BRANCHES];
   int n[FH_MAX_BRANCHES];
   int nb, atoms;
   float v_min, v_max;
+};
+struct fh_heads_loss_args : fh_heads_mma_in { /* H: 2B rows, s then s' */
   fh_heads_view_t<fh_bf16> tg;           /* target(s') logits (the target cache's rows) */
   const int32_t* act;
   const float* ret;
@@ -173,14 +177,7 @@ fh_status fh_launch_heads_loss(const fh_heads_loss_args& a, cudaStream_t s);
 /* The double-DQN argmax of online(s') from its head-layer activations (bf16 mode): the head outputs of the B rows of
  * H by mma.sync with the weights in shared memory, the dueling logits (each rounded to bf16, as a stored logit), their
  * softmax and expected Q per action, and of each branch the first argmax; nothing else is stored. */
-struct fh_sn_argmax_args {
-  const fh_bf16* H;                      /* (B, ldh) online(s')'s head-layer activations; head k's at columns k * 128 */
-  int ldh;
-  const fh_bf16* W[1 + FH_MAX_BRANCHES]; /* head k's output weights, (out rows, 128) */
-  const fh_bf16* bias[1 + FH_MAX_BRANCHES];
-  int n[FH_MAX_BRANCHES];
-  int nb, atoms;
-  float v_min, v_max;
+struct fh_sn_argmax_args : fh_heads_mma_in { /* H: online(s')'s B rows */
   int B;
   uint8_t* astar;                        /* (B): a*_d of sample i in bits 2 d .. 2 d + 1 */
 };

@@ -422,23 +422,32 @@ static fh_status net_heads_streamed(fh_net* net, fh_net_pass& P, const void* S, 
   return fh_launch_heads_out(a, net->n_sm, P.s);
 }
 
-/* sn_argmax: online(s')'s a*_d (rows Bs.. of pass P's activations, Bs rows) into net->astar by kernels/sn_argmax.cu
- * on sn_s, forked off the pass's main stream here; the caller joins sn_join back. */
-static fh_status net_sn_argmax(fh_net* net, fh_net_pass& P, const void* S, int32_t Bs) {
+/* The online net's head-output weights (bf16 shadow) and shapes for a kernel of kernels/heads_mma.cuh, over the head
+ * activations H (rows of all heads' hh columns). */
+static fh_heads_mma_in heads_mma_in(const fh_net* net, const fh_bf16* H) {
   const fh_layout& L = net->L;
-  const int HH = L.n_heads * L.hh;
-  fh_sn_argmax_args a{};
-  a.H = static_cast<const fh_bf16*>(P.ah) + (int64_t)Bs * HH;
-  a.ldh = HH;
+  fh_heads_mma_in a{};
+  a.H = H;
+  a.ldh = L.n_heads * L.hh;
   for (int k = 0; k < L.n_heads; ++k) {
-    a.W[k] = static_cast<const fh_bf16*>(S) + L.WO[k];
-    a.bias[k] = static_cast<const fh_bf16*>(S) + L.bO[k];
+    a.W[k] = static_cast<const fh_bf16*>(net->online_sh) + L.WO[k];
+    a.bias[k] = static_cast<const fh_bf16*>(net->online_sh) + L.bO[k];
   }
   for (int d = 0; d < L.n_branches; ++d) a.n[d] = L.branch_sizes[d];
   a.nb = L.n_branches;
   a.atoms = L.atoms;
   a.v_min = net->v_min;
   a.v_max = net->v_max;
+  return a;
+}
+
+/* sn_argmax: online(s')'s a*_d (rows Bs.. of pass P's activations, Bs rows) into net->astar by kernels/sn_argmax.cu
+ * on sn_s, forked off the pass's main stream here; the caller joins sn_join back. */
+static fh_status net_sn_argmax(fh_net* net, fh_net_pass& P, int32_t Bs) {
+  const fh_layout& L = net->L;
+  const int HH = L.n_heads * L.hh;
+  fh_sn_argmax_args a{};
+  static_cast<fh_heads_mma_in&>(a) = heads_mma_in(net, static_cast<const fh_bf16*>(P.ah) + (int64_t)Bs * HH);
   a.B = Bs;
   a.astar = net->astar;
   FH_CUDA_TRY(cudaEventRecord(P.fork, P.s));
@@ -500,7 +509,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
   } else if (sn_split) {
     if (B % 2 || p != 0 || which != 0 || !net->sn_argmax) return FH_ERR_INVALID_ARGUMENT;
-    FH_TRY(net_sn_argmax(net, P, S, B / 2));
+    FH_TRY(net_sn_argmax(net, P, B / 2));
     FH_TRY(net_heads(net, p, S, M, B / 2));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->sn_join, 0));
   } else if (streamed) {
@@ -599,19 +608,8 @@ static bool fh_net_target_cached(const fh_net* net) { return net->tcache && net-
  * logits and gradients are bf16, so the other dtypes never come here. */
 static fh_status net_heads_loss(fh_net* net, int32_t B, const int32_t* act, const float* ret, const float* disc,
                                 const float* weight, const fh_heads_view_t<fh_bf16>& tg, const fh_heads_grad<fh_bf16>& g) {
-  const fh_layout& L = net->L;
   fh_heads_loss_args a{};
-  a.H = static_cast<const fh_bf16*>(net->pass[0].ah);
-  a.ldh = L.n_heads * L.hh;
-  for (int k = 0; k < L.n_heads; ++k) {
-    a.W[k] = static_cast<const fh_bf16*>(net->online_sh) + L.WO[k];
-    a.bias[k] = static_cast<const fh_bf16*>(net->online_sh) + L.bO[k];
-  }
-  for (int d = 0; d < L.n_branches; ++d) a.n[d] = L.branch_sizes[d];
-  a.nb = L.n_branches;
-  a.atoms = L.atoms;
-  a.v_min = net->v_min;
-  a.v_max = net->v_max;
+  static_cast<fh_heads_mma_in&>(a) = heads_mma_in(net, static_cast<const fh_bf16*>(net->pass[0].ah));
   a.tg = tg;
   a.act = act;
   a.ret = ret;
