@@ -556,11 +556,14 @@ fh_status fh_net_heads_rows(fh_net* net, int32_t rows) {
 }
 
 /* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
- * beside the other heads' (in proportion to its columns, at least 8); else 0 (the target already set). */
+ * beside the other heads' (in proportion to its columns, at least 8); else 0 (the target already set). The train
+ * step's forward (pass 0, level 1) with sn_argmax and its grid capped shares out the SMs that kernel leaves. */
 static int head_sms(const fh_net* net, int p, int k, int level) {
   const fh_layout& L = net->L;
   if (net->heads_sm < level || p == 1 || L.n_heads < 2) return 0;
-  return sm_share(net->n_sm, L.out_pad[k], net->out_all);
+  int sms = net->n_sm;
+  if (p == 0 && level == 1 && net->sn_argmax && net->sn_blocks > 0 && net->sn_blocks < sms) sms -= net->sn_blocks;
+  return sm_share(sms, L.out_pad[k], net->out_all);
 }
 
 /* Queues gemm() with g planned for sms SMs (fh_gemm_set_sm_target; 0: the target already set), then restores the

@@ -107,7 +107,8 @@ struct fh_net {
                                    heads_out, mma_heads: in the train step the head GEMMs run over online(s)'s B rows
                                    alone, kernels/sn_argmax.cu computes online(s')'s a*_d from its head activations on
                                    sn_s beside them, and the loss reads a*_d (astar) instead of online(s')'s logits */
-  int sn_blocks;                /* FH_SN_ARGMAX_BLOCKS=<count>: that kernel's grid cap (0: one 16-row tile a warp) */
+  int sn_blocks;                /* FH_SN_ARGMAX_BLOCKS=<count>: that kernel's grid cap (0: one 16-row tile a warp); the
+                                   head GEMMs beside it are then planned for the other SMs (head_sms) */
   uint8_t* astar;               /* (cap) with sn_argmax: a*_d of each sample, 2 bits a branch */
   cudaStream_t sn_s;            /* with sn_argmax: its stream (pass 0's priority), forked and joined in the step */
   cudaEvent_t sn_join;
