@@ -242,6 +242,7 @@ fh_status fh_net_create(fh_net* net, const fh_config& cfg, int32_t obs_dim, int3
                          ? sa
                          : 0;
     net->sn_blocks = (int)fh_env_int("FH_SN_ARGMAX_BLOCKS", 0, 1 << 20, 0);
+    net->sn_late = fh_env_is("FH_SN_ARGMAX_LATE", "1");
     const char* ko = getenv("FH_PROFILE_KNOCKOUT");
     net->knockout = ko ? (unsigned)strtoul(ko, nullptr, 0) : 0u;
     /* pass 0's streams (the train step) at the device's highest priority, so that the trainer's replay side stream,
@@ -509,8 +510,10 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
   } else if (sn_split) {
     if (B % 2 || p != 0 || which != 0 || !net->sn_argmax) return FH_ERR_INVALID_ARGUMENT;
-    FH_TRY(net_sn_argmax(net, P, B / 2));
+    /* the kernel queued before the head GEMMs (it takes its SMs first) or, with sn_late, after them */
+    if (!net->sn_late) FH_TRY(net_sn_argmax(net, P, B / 2));
     FH_TRY(net_heads(net, p, S, M, B / 2));
+    if (net->sn_late) FH_TRY(net_sn_argmax(net, P, B / 2));
     FH_CUDA_TRY(cudaStreamWaitEvent(P.s, net->sn_join, 0));
   } else if (streamed) {
     FH_TRY(net_heads_streamed(net, P, S, B));

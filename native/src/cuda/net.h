@@ -109,6 +109,8 @@ struct fh_net {
                                    sn_s beside them, and the loss reads a*_d (astar) instead of online(s')'s logits */
   int sn_blocks;                /* FH_SN_ARGMAX_BLOCKS=<count>: that kernel's grid cap (0: one 16-row tile a warp); the
                                    head GEMMs beside it are then planned for the other SMs (head_sms) */
+  int sn_late;                  /* FH_SN_ARGMAX_LATE=1 (A/B): that kernel queued after the head GEMMs instead of before
+                                   them (which of them takes the SMs first) */
   uint8_t* astar;               /* (cap) with sn_argmax: a*_d of each sample, 2 bits a branch */
   cudaStream_t sn_s;            /* with sn_argmax: its stream (pass 0's priority), forked and joined in the step */
   cudaEvent_t sn_join;
