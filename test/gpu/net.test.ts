@@ -701,7 +701,8 @@ describe("online(s')'s argmax by its own kernel (FH_SN_ARGMAX, kernels/sn_argmax
       for (const [sets, B] of [[['agent.atoms=51'], 300], [['agent.atoms=17', 'env.branch_sizes=[3,2,3]'], 63],
         [['agent.atoms=56'], 17]] as const) {
         const env: Record<string, string> = { FH_SN_ARGMAX: sw, ...(blocks ? { FH_SN_ARGMAX_BLOCKS: blocks } : {}) };
-        const [on = NaN, pairs = NaN, miss = NaN, wrong = NaN, gap = NaN] = snArgmaxCheck(refCfg([...sets]), env, SEED + 1001, B);
+        const [on = NaN, pairs = NaN, miss = NaN, wrong = NaN, gap = NaN] =
+          snArgmaxCheck(refCfg([...sets]), env, SEED + 1001, B);
         const diffs = `seed ${SEED}, ${sets.join(' ')}, B ${B}: ${miss} of ${pairs} differ, ${wrong} beyond the ` +
           `order of sums, largest gap ${gap}`;
         expect(on, diffs).toBe(1);
