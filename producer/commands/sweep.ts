@@ -73,6 +73,7 @@ export function register(program: Command): void {
         `${r.runs.length} runs cancelled (${training.length} stop at their next epoch, ${removed.length} queued jobs removed)` +
         `${r.again ? '' : `, ${r.pending} pending trials never started`}${r.trials === 0 ? ' (its trials had not been added yet)' : ''}\n`);
       if (training.length > 0) process.stdout.write(`  stopping: ${training.join(' ')}\n`);
+      if (r.completed.length > 0) process.stdout.write(`  completed before the cancel reached them: ${r.completed.join(' ')}\n`);
       if (removed.length > 0) process.stdout.write(`  removed: ${removed.join(' ')}\n`);
       process.stdout.write(r.best !== null
         ? `best so far: ${r.best.runId} ${r.metric}=${fmtValue(r.best.metric)} after ${r.best.epochs} epochs (foxhunt sweep-status ${id})\n`

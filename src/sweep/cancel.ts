@@ -5,7 +5,8 @@
  * cancelled (cancelRun): a queued job is removed, a training one stops at its next epoch boundary
  * (the fenced commit refuses it; the trial hook stops it too), and a job that slips through (a hook
  * that was enqueueing a trial at that moment) is refused by the worker before it trains
- * (trialCancelled). The sweep's best run so far is recorded, as when a sweep completes. Running it
+ * (trialCancelled). A trial whose last epoch was being committed when the cancel came has a completed run: it
+ * stays completed (so does its hook). The sweep's best run so far is recorded, as when a sweep completes. Running it
  * again on a cancelled sweep repeats the runs' part (it mends a cancel that was interrupted).
  */
 import { FoxhuntError } from '../errors.js';
@@ -31,6 +32,8 @@ export interface SweepCancelReport {
   trials: number;
   /** The runs this call cancelled, with what became of their jobs. */
   runs: CancelRunResult[];
+  /** Trials that held a slot whose last epoch was committed before the cancel reached their run: completed. */
+  completed: string[];
   /** Trial jobs removed from the queue that had no run record yet. */
   jobsRemoved: string[];
   /** The sweep's metric, and its best run so far (the leaderboard's first row), as a completed sweep records it. */
@@ -51,7 +54,7 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
   const trials = await store.trials(sweepId);
   const report: SweepCancelReport = {
     sweepId, again: state.before === 'cancelled', held: state.held, pending: state.pending, trials: trials.length, runs: [],
-    jobsRemoved: [], metric: rec.metric, best: null,
+    completed: [], jobsRemoved: [], metric: rec.metric, best: null,
   };
   for (const t of trials) {
     if (status[t.runId] !== 'cancelled') continue;
@@ -60,7 +63,19 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
       // a training trial whose epoch hook saw the trial cancelled first has already stopped its run: this cancel
       // stopped it all the same
       const byHook = !report.again && r.before === 'cancelled' && state.held.includes(t.runId);
-      if (r.cancelled || byHook) report.runs.push(r);
+      if (r.cancelled || byHook) {
+        report.runs.push(r);
+      } else if (r.before === 'completed' && state.held.includes(t.runId)) {
+        // its last epoch was committed between the cancel script and here: the trial completed, with the metric of
+        // that epoch where the run's stream has it (its hook, if it runs, records the same)
+        const last = (await runs.epochs(t.runId, rec.maxEpochs - 1)).find((e) => e.epoch === rec.maxEpochs);
+        if (last !== undefined) {
+          const raw = last.scalars[rec.metric];
+          await store.recordEpoch(sweepId, t.runId, rec.maxEpochs, typeof raw === 'number' ? raw : null);
+        }
+        await store.completeCancelledTrial(sweepId, t.runId);
+        report.completed.push(t.runId);
+      }
       continue;
     }
     // no run record: a job may still be in the queue (or about to be, or taken in between: the worker refuses those)

@@ -88,6 +88,19 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
   const k = store.keys(rec.id);
   const status = await store.trialStatus(rec.id, args.runId);
   if (status === null) return { action: 'continue', status: 'unknown' };
+  const metricOf = (scalars: Record<string, number | null>): number | null => {
+    const raw = scalars[rec.metric];
+    return typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
+  };
+  const metric = metricOf(args.scalars);
+  if ((status === 'cancelled' || status === 'completed') && args.epoch >= rec.maxEpochs) {
+    // the sweep was cancelled while this, the trial's last epoch, was being committed: the commit made the run
+    // completed, and the trial is completed with its metric (sweep-cancel, finding the run completed, may have marked
+    // it so already; it records the metric too where the run's stream has it)
+    await store.recordEpoch(rec.id, args.runId, args.epoch, metric);
+    if (status === 'cancelled') await store.completeCancelledTrial(rec.id, args.runId);
+    return { action: 'stop', status: 'completed' };
+  }
   if (status === 'cancelled') {
     // the sweep was cancelled: the run ends as cancelled too (sweep-cancel does the same; this covers a cancel
     // interrupted before it reached the run)
@@ -97,11 +110,6 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
   if (status === 'pruned' || status === 'completed' || status === 'failed') {
     return { action: 'stop', status };
   }
-  const metricOf = (scalars: Record<string, number | null>): number | null => {
-    const raw = scalars[rec.metric];
-    return typeof raw === 'number' && Number.isFinite(raw) ? raw : null;
-  };
-  const metric = metricOf(args.scalars);
 
   // Every rung up to this epoch gets its decision, in order: a report lost earlier (a crash
   // between commit and hook) is caught up from the run's stream.

@@ -179,6 +179,18 @@ export class SweepStore {
     return (await this.redis.hget(this.keys(id).status, runId)) as TrialStatus | null;
   }
 
+  /**
+   * A trial that the cancel script marked cancelled while its last epoch was being committed: the commit made its run
+   * completed, so the trial is completed too (from cancelled only; nothing is enqueued, the sweep is cancelled). True
+   * when this call changed it.
+   */
+  async completeCancelledTrial(id: string, runId: string): Promise<boolean> {
+    const changed = await this.redis.eval(
+      "if redis.call('HGET', KEYS[1], ARGV[1]) == 'cancelled' then redis.call('HSET', KEYS[1], ARGV[1], 'completed') " +
+      'return 1 end return 0', 1, this.keys(id).status, runId);
+    return changed === 1;
+  }
+
   /** Records a trial's progress between rungs (a rung's report is recorded by the rung script). */
   async recordEpoch(id: string, runId: string, epoch: number, metric: number | null): Promise<void> {
     const k = this.keys(id);

@@ -2,8 +2,8 @@
 // synthetic epochs through the fleet's fenced commit and call the trial hook exactly as the
 // worker does. Checks: trials are runs with sweep_id, the cap holds, prune decisions match the
 // reference ASHA over the reported metrics, a failed trial does not fail the sweep, the sweep
-// completes with the best run, resume after lost jobs finishes the sweep, and a sweep cancelled before its
-// sweep job ran starts nothing.
+// completes with the best run, resume after lost jobs finishes the sweep, a sweep cancelled before its
+// sweep job ran starts nothing, and a trial whose last epoch commits as its sweep is cancelled stays completed.
 import { randomBytes } from 'node:crypto';
 import { Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Job } from 'bullmq';
@@ -15,8 +15,8 @@ import { commitEpoch } from '../../src/redis/commit.js';
 import { Keys } from '../../src/redis/keys.js';
 import { RunStore } from '../../src/redis/runs.js';
 import { configHash } from '../../src/config/load.js';
-import { decisionLog } from '../../src/sweep/asha.js';
-import { onTrialEnd, onTrialEpoch } from '../../src/sweep/hooks.js';
+import { cancelSweepState, decisionLog } from '../../src/sweep/asha.js';
+import { onTrialEnd, onTrialEpoch, trialEpoch } from '../../src/sweep/hooks.js';
 import { processSweepJob, SWEEP_JOB, sweepJobId } from '../../src/sweep/processor.js';
 import { resumeSweep } from '../../src/sweep/resume.js';
 import { cancelSweep } from '../../src/sweep/cancel.js';
@@ -228,4 +228,50 @@ describe('a sweep end to end on simulated workers', () => {
     expect(await sweepsQ.count()).toBe(0);
     expect((await store.get(id))?.status).toBe('cancelled');
   });
+
+  // The race the fleet test met: the commit of a trial's last epoch makes its run completed, and the sweep is cancelled
+  // before the trial's hook releases its slot. Whichever of the hook and the cancel's pass over the runs comes first,
+  // the trial ends completed with its last metric (not cancelled), and the run stays completed.
+  for (const order of ['cancel first', 'hook first'] as const) {
+    it(`a trial whose last epoch commits as the sweep is cancelled stays completed (${order})`, async () => {
+      const epochsQ = new Queue(`fhtest-epochs4-${tag}`, { connection: bullConnection(url) });
+      const sweepsQ = new Queue(`fhtest-sweeps4-${tag}`, { connection: bullConnection(url) });
+      queues.push(epochsQ, sweepsQ);
+      const store = new SweepStore(redis, keys.prefix);
+      const runs = new RunStore(redis, keys);
+      const s = spec(5);
+      const id = `cancel-race-${order.split(' ')[0]}-${tag}`;
+      await store.create(sweepRecordOf(id, s));
+      await processSweepJob({ data: { sweepId: id } }, { redis, keys, queue: epochsQ, sweepsQueue: sweepsQ });
+      const k = store.keys(id);
+      const queued = Object.entries(await redis.hgetall(k.status)).filter(([, st]) => st === 'queued').map(([r]) => r);
+      expect(queued).toHaveLength(3);
+      const runId = queued.sort()[0]!;
+      const trial = (await store.trials(id)).find((t) => t.runId === runId)!;
+      if (await runs.get(runId) === null) {
+        const config = await store.trialConfig(id, runId);
+        await runs.create({ runId, config, configHash: trial.configHash, seed: 1, targetEpochs: s.max_epochs, sweepId: id });
+      }
+      await runs.setStatus(runId, 'completed'); // what the commit of epoch max_epochs does
+      const scalars = { 'epoch': s.max_epochs, 'val/sharpe': 0.75, 'time/total_ms': 5 };
+      const hook = () => trialEpoch({ redis, keys, queue: epochsQ, runId, sweepId: id, epoch: s.max_epochs, scalars });
+      if (order === 'cancel first') {
+        const r = await cancelSweep({ redis, keys, queue: epochsQ }, id);
+        expect(r.held.sort()).toEqual(queued.sort());
+        expect(r.completed).toEqual([runId]);
+        expect(r.runs.map((x) => x.runId).sort()).toEqual(queued.filter((q) => q !== runId).sort());
+        expect(await hook()).toMatchObject({ action: 'stop', status: 'completed' });
+      } else {
+        // the cancel script, then the hook, before the cancel's pass over the runs
+        expect((await cancelSweepState(redis, k)).held.sort()).toEqual(queued.sort());
+        expect(await hook()).toMatchObject({ action: 'stop', status: 'completed' });
+        expect((await cancelSweep({ redis, keys, queue: epochsQ }, id)).again).toBe(true);
+      }
+      expect((await runs.require(runId)).status).toBe('completed');
+      const board = await store.leaderboard(id, 'max');
+      expect(board.find((b) => b.runId === runId)).toMatchObject({ status: 'completed', epochs: s.max_epochs, metric: 0.75 });
+      expect(board.filter((b) => b.runId !== runId).every((b) => b.status === 'cancelled')).toBe(true);
+      expect((await store.get(id))?.status).toBe('cancelled');
+    });
+  }
 });
