@@ -1,7 +1,8 @@
 /*
  * heads_mma.cuh — the head outputs of 16 rows by mma.sync with the weights in shared memory, shared by the kernels
  * that compute head outputs inside another kernel (heads_loss.cu: the fused head outputs + loss; sn_argmax.cu: the
- * double-DQN argmax of online(s')). bf16 mode, head hidden 128 (FH_HEADS_LOSS_K). Device code only; sm_80 or newer.
+ * double-DQN argmax of online(s')). bf16 mode, head hidden 128 (FH_HEADS_LOSS_K). Device code (sm_80 or newer), and in
+ * fh_hm the layout's constants and host checks (weight_bytes, shapes_fit).
  *
  * Layout: one 56-row weight block per (head, action) (value: 1 block, branch d: n_d blocks; block 1 + sum_{d' < d} n_d'
  * + a), rows padded to 136 bf16 (ldmatrix without bank conflicts), the k order permuted so that a lane's A fragments
@@ -15,6 +16,7 @@
  *   fh_quad_sum / fh_quad_max                        over the 4 lanes of a quad (one row's atoms)
  *   fh_hl_softmax(x, mx, S)                          the lane's two rows: x := exp(x - max), mx the maxima, S the sums
  *   fh_bf16_round(x)                                 x rounded to bf16 (as a stored logit), back in fp32
+ *   fh_hl_pick(x, bq, astar, a, d, t, vmin, dz)       one action's softmax and expected Q, a*_d where it is the best
  *   fh_hl_argmax_rows<ROUND, KEEP>(...)              online(s')'s double-DQN a*_d of the lane's two rows
  */
 #ifndef FH_HEADS_MMA_CUH
