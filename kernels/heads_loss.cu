@@ -51,10 +51,9 @@ size_t smem_bytes(int nblk) { return weight_bytes(nblk) + (size_t)kWarps * kScra
 static __global__ void __launch_bounds__(kThreads, 1) fh_heads_loss_kernel(const fh_heads_loss_args p) {
   extern __shared__ __align__(16) unsigned char fh_hl_smem[];
   const int nb = p.nb, atoms = p.atoms;
-  int nblk = 1;
-  for (int d = 0; d < nb; ++d) nblk += p.n[d];
-  fh_bf16* sW = reinterpret_cast<fh_bf16*>(fh_hl_smem);
-  float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
+  fh_bf16* sW;
+  float* sBias;
+  const int nblk = fh_hl_carve(p, fh_hl_smem, sW, sBias);
   float* sScr = sBias + nblk * kCols;
 
   fh_hl_load_weights<kThreads>(p, nblk, atoms, sW, sBias);

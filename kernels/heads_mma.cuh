@@ -10,6 +10,7 @@
  * A warp tile is 16 rows: lane = 4 g + t holds rows g and g + 8, and per n8 tile c the atoms 8 c + 2 t and
  * 8 c + 2 t + 1 (a row's 56 atom slots over the 4 lanes of a quad).
  *
+ *   fh_hl_carve(p, smem, sW, sBias)                  the weight blocks' count and places in dynamic shared memory
  *   fh_hl_load_weights<THREADS>(p, nblk, atoms, sW, sBias)  p.W / p.bias into shared memory (the caller syncs)
  *   fh_hl_frags(af, ra, rb, t)                      A fragments of rows ra and rb of one head's activations
  *   fh_hl_gemm(acc, af, sW, sBias, blk, lane)        acc = A times weight block blk plus its bias
@@ -52,6 +53,16 @@ inline bool shapes_fit(int hh, int atoms, int nb, const int* n, int ldh, int* nb
 }  // namespace fh_hm
 
 #if defined(__CUDACC__)
+
+/* The weight blocks' count (1 + sum n_d) and their places at the start of the dynamic shared memory smem. */
+template <typename A>
+static __device__ __forceinline__ int fh_hl_carve(const A& p, unsigned char* smem, fh_bf16*& sW, float*& sBias) {
+  int nblk = 1;
+  for (int d = 0; d < p.nb; ++d) nblk += p.n[d];
+  sW = reinterpret_cast<fh_bf16*>(smem);
+  sBias = reinterpret_cast<float*>(sW + (size_t)nblk * fh_hm::kCols * fh_hm::kRowS);
+  return nblk;
+}
 
 /* The weights: block 0 the value head, then branch d's actions (block 1 + sum_{d' < d} n_d' + a); every 4-byte word
  * (two k) its own asynchronous copy, all in flight at once: real k 32 kk + 8 tt + 4 h + 2 which (+0, 1) goes to the

@@ -35,10 +35,9 @@ template <int WARPS, bool KEEP>
 static __global__ void __launch_bounds__(WARPS * 32, 1) fh_sn_argmax_kernel(const fh_sn_argmax_args p) {
   extern __shared__ __align__(16) unsigned char fh_sa_smem[];
   const int nb = p.nb, atoms = p.atoms;
-  int nblk = 1;
-  for (int d = 0; d < nb; ++d) nblk += p.n[d];
-  fh_bf16* sW = reinterpret_cast<fh_bf16*>(fh_sa_smem);
-  float* sBias = reinterpret_cast<float*>(sW + (size_t)nblk * kCols * kRowS);
+  fh_bf16* sW;
+  float* sBias;
+  const int nblk = fh_hl_carve(p, fh_sa_smem, sW, sBias);
   fh_hl_load_weights<WARPS * 32>(p, nblk, atoms, sW, sBias);
   /* KEEP: this warp's kept logits, kMaxN actions of kHlKeepWords words (after the biases; unused otherwise) */
   uint32_t* sKeep = reinterpret_cast<uint32_t*>(sBias + nblk * kCols) + (threadIdx.x >> 5) * kMaxN * kHlKeepWords;
