@@ -2,7 +2,9 @@
  * loss_probe.cu — the bf16 C51 loss kernels of kernels/loss.cu side by side on one random batch (a GPU
  * host tool, no library and no Node): every FH_LOSS_HALF instance against the warp-per-sample kernel
  * (FH_LOSS_HALF=0), with the mismatches of the gradient rows counted by head, action, atom group,
- * sample parity and disc == 0, the first few printed, and each launch timed.
+ * sample parity and disc == 0, the first few printed, and each launch timed. Variants "qexact" and "qgeneric" run
+ * the instances that take a*_d as given (fh_launch_bdq_loss_astar, FH_SN_ARGMAX's loss), with a*_d the first argmax
+ * of the expected Q that the host computes from the same online(s') logits.
  *
  *   nvcc -O3 -lineinfo --expt-relaxed-constexpr -gencode=arch=compute_90,code=sm_90 -Ikernels -Inative/include \
  *     bench/gpu/loss_probe.cu -o loss_probe && ./loss_probe [B] [atoms] [cache rows 0/1] [variants ...]
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
   const bool cache = argc > 3 ? atoi(argv[3]) != 0 : true;
   std::vector<std::string> variants;
   for (int a = 4; a < argc; ++a) variants.push_back(argv[a]);
-  if (variants.empty()) variants = {"packed", "exact4", "exact", "generic"};
+  if (variants.empty()) variants = {"packed", "exact4", "exact", "generic", "qexact", "qgeneric"};
   const int nb = 3, n[3] = {3, 4, 3};
   const int ldv = (atoms + 7) / 8 * 8;
   int lda[3];
@@ -104,6 +106,36 @@ int main(int argc, char** argv) {
     rows[i] = cache ? (int)(urand() * R) : i;
   }
   const float vmin = -10.0f, vmax = 10.0f;
+  /* a*_d of every sample from online(s')'s logits (view 1), in double: V + A_a - mean A, softmax, sum p z, first max */
+  std::vector<uint8_t> astar(B);
+  for (int i = 0; i < B; ++i) {
+    uint32_t packed = 0;
+    for (int d = 0; d < nb; ++d) {
+      double best = -INFINITY;
+      int bi = 0;
+      for (int a = 0; a < n[d]; ++a) {
+        double mx = -INFINITY, x[64];
+        for (int j = 0; j < atoms; ++j) {
+          double mean = 0;
+          for (int b = 0; b < n[d]; ++b) mean += bf2f(hv[1][1 + d][(size_t)i * lda[d] + b * atoms + j]);
+          x[j] = bf2f(hv[1][0][(size_t)i * ldv + j]) + bf2f(hv[1][1 + d][(size_t)i * lda[d] + a * atoms + j]) - mean / n[d];
+          mx = fmax(mx, x[j]);
+        }
+        double S = 0, A = 0;
+        for (int j = 0; j < atoms; ++j) {
+          const double e = exp(x[j] - mx);
+          S += e;
+          A += e * (vmin + j * (vmax - vmin) / (atoms - 1));
+        }
+        if (A / S > best) {
+          best = A / S;
+          bi = a;
+        }
+      }
+      packed |= (uint32_t)bi << (2 * d);
+    }
+    astar[i] = (uint8_t)packed;
+  }
 
   void* dv[3][4];
   for (int v = 0; v < 3; ++v)
@@ -111,6 +143,9 @@ int main(int argc, char** argv) {
       CK(cudaMalloc(&dv[v][h], hv[v][h].size() * 2));
       CK(cudaMemcpy(dv[v][h], hv[v][h].data(), hv[v][h].size() * 2, cudaMemcpyHostToDevice));
     }
+  uint8_t* d_astar;
+  CK(cudaMalloc(&d_astar, B));
+  CK(cudaMemcpy(d_astar, astar.data(), B, cudaMemcpyHostToDevice));
   int32_t *d_act, *d_rows;
   float *d_ret, *d_disc, *d_w, *d_wloss, *d_signal;
   void* d_g[4];
@@ -155,14 +190,19 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
 
+  /* "q..." variants: the a*_d-given instances (qexact: the reference sizes compiled in, qgeneric: run-time sizes) */
+  auto launch = [&](const std::string& half) -> fh_status {
+    if (half[0] == 'q')
+      return fh_launch_bdq_loss_astar(view(0), view(2), d_astar, d_act, d_ret, d_disc, d_w, B, d_wloss, d_signal, g, 0);
+    return fh_launch_bdq_loss<fh_bf16, fh_bf16>(view(0), view(1), view(2), d_act, d_ret, d_disc, d_w, B, 1.0f, d_wloss,
+                                                d_signal, g, 0);
+  };
   auto run = [&](const std::string& half, Out& o) -> int {
-    setenv("FH_LOSS_HALF", half.c_str(), 1);
+    setenv("FH_LOSS_HALF", half == "qexact" ? "exact" : half == "qgeneric" ? "generic" : half.c_str(), 1);
     for (int h = 0; h < heads; ++h) CK(cudaMemset(d_g[h], 0xFF, (size_t)B * ld[h] * 2));  /* NaN: unwritten */
     CK(cudaMemset(d_wloss, 0xFF, B * 4));
     CK(cudaMemset(d_signal, 0xFF, B * 4));
-    if (fh_launch_bdq_loss<fh_bf16, fh_bf16>(view(0), view(1), view(2), d_act, d_ret, d_disc, d_w, B, 1.0f, d_wloss,
-                                             d_signal, g, 0) != FH_OK)
-      return 3;
+    if (launch(half) != FH_OK) return 3;
     CK(cudaDeviceSynchronize());
     o.wloss.resize(B);
     o.signal.resize(B);
@@ -178,9 +218,7 @@ int main(int argc, char** argv) {
 #endif
     const int reps = 50;
     CK(cudaEventRecord(e0));
-    for (int r = 0; r < reps; ++r)
-      fh_launch_bdq_loss<fh_bf16, fh_bf16>(view(0), view(1), view(2), d_act, d_ret, d_disc, d_w, B, 1.0f, d_wloss,
-                                           d_signal, g, 0);
+    for (int r = 0; r < reps; ++r) launch(half);
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     float ms = 0;

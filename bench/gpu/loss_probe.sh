@@ -30,7 +30,7 @@ for v in ${PROBE_RUNS:-o3 nofence}; do
   for args in "16384 51 1" "63 51 0" "4096 17 1"; do
     timeout 60 $P/probe-$v $args >$P/run-$v-${args// /_}.log 2>&1; rc=$?
     echo "== $v ($args): rc $rc"
-    grep -E '^(warp|packed|exact4|exact8|exact|generic) ' $P/run-$v-${args// /_}.log | cut -c1-110
+    grep -E '^(warp|packed|exact4|exact8|exact|generic|qexact|qgeneric) ' $P/run-$v-${args// /_}.log | cut -c1-110
     [ "$args" = "16384 51 1" ] && grep -E '^  (bad loss|dbg)' $P/run-$v-${args// /_}.log | head -24
   done
 done
