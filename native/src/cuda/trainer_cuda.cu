@@ -1748,8 +1748,9 @@ extern "C" FH_API fh_status fh_test_trainer_pair_gather(fh_trainer* t, double* o
  * GEMMs over all 2n rows, the expected Q of rows n.. (fh_launch_expected_q, the Q the unfused loss's argmax sees up to
  * the order of its sums) and compares per sample and branch. out[0] = 1 with the kernel on (else 0 and nothing more);
  * out[1] = the (sample, branch) pairs; out[2] = those whose a*_d differs from the expected Q's first argmax; out[3] =
- * those of them whose two Qs differ by more than 1e-4 (1 + |Q|), which no order of sums explains; out[4] = the
- * largest such difference. Synchronous. */
+ * those of them whose two Qs differ by more than 1e-3 (1 + |Q|), which neither the order of the sums nor a logit
+ * rounded to the neighbouring bf16 value (~4e-4 of Q at most) explains; out[4] = the largest difference among the
+ * mismatches. Synchronous. */
 extern "C" FH_API fh_status fh_test_trainer_sn_argmax(fh_trainer* t, int32_t n, double* out) {
   if (!t || !out || n <= 0) return FH_ERR_INVALID_ARGUMENT;
   FH_TRY(set_device(t));
@@ -1780,7 +1781,7 @@ extern "C" FH_API fh_status fh_test_trainer_sn_argmax(fh_trainer* t, int32_t n, 
       if (got == best) continue;
       out[2] += 1.0;
       const double gap = got < L.branch_sizes[d] ? fabs((double)qi[best] - (double)qi[got]) : INFINITY;
-      if (gap > 1e-4 * (1.0 + fabs((double)qi[best]))) out[3] += 1.0;
+      if (gap > 1e-3 * (1.0 + fabs((double)qi[best]))) out[3] += 1.0;
       out[4] = gap > out[4] ? gap : out[4];
     }
   return FH_OK;
