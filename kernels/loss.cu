@@ -52,6 +52,14 @@ static __device__ __forceinline__ void fh_load_cols(const L* row, const int (&jc
   for (int k = 0; k < K; ++k) out[k] = fh_ldg_f32(row + jc[k]);
 }
 
+/* The largest branch's action count of view h. */
+template <typename L>
+static int fh_max_branch(const fh_heads_view_t<L>& h) {
+  int maxn = 0;
+  for (int d = 0; d < h.nb; ++d) maxn = h.n[d] > maxn ? h.n[d] : maxn;
+  return maxn;
+}
+
 /* FH_LOSS_KERNEL=general forces the general (shared-memory, serial projection) kernel everywhere
  * (read at each launch, i.e. when a graph is captured; for comparisons). */
 static bool fh_loss_general_forced() { return fh_env_is("FH_LOSS_KERNEL", "general"); }
@@ -1250,8 +1258,7 @@ fh_status fh_launch_bdq_loss(const fh_heads_view_t<L>& on_s, const fh_heads_view
                              const int32_t* act, const float* ret, const float* disc, const float* weight, int B,
                              float huber_delta, float* wloss, float* signal, fh_heads_grad<T> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  int maxn = 0;
-  for (int d = 0; d < on_s.nb; ++d) maxn = on_s.n[d] > maxn ? on_s.n[d] : maxn;
+  const int maxn = fh_max_branch(on_s);
   if (on_s.atoms > 1 && on_s.atoms <= FH_MAX_ATOMS_GPU && on_s.nb <= FH_MAX_BRANCHES && maxn <= 8 &&
       !fh_loss_general_forced()) {
     const unsigned blocks = (unsigned)CEIL_DIV(B, kFastWarps);
@@ -1311,8 +1318,7 @@ fh_status fh_launch_bdq_loss_astar(const fh_heads_view_t<fh_bf16>& on_s, const f
                                    const float* weight, int B, float* wloss, float* signal,
                                    fh_heads_grad<fh_bf16> grad, cudaStream_t s) {
   if (B <= 0) return FH_OK;
-  int maxn = 0;
-  for (int d = 0; d < on_s.nb; ++d) maxn = on_s.n[d] > maxn ? on_s.n[d] : maxn;
+  const int maxn = fh_max_branch(on_s);
   if (!astar || on_s.atoms < 2 || on_s.atoms > FH_MAX_ATOMS_GPU || on_s.nb < 1 || on_s.nb > FH_MAX_BRANCHES ||
       maxn > 4) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_bdq_loss_astar",

@@ -80,11 +80,17 @@ static const bool kSaKeep[FH_SN_ARGMAX_VARIANTS] = {false, false, true};
 
 int fh_sn_argmax_warps(int variant) { return variant >= 0 && variant < FH_SN_ARGMAX_VARIANTS ? kSaWarps[variant] : 0; }
 
-bool fh_sn_argmax_supported(int variant, int hh, int atoms, int nb, const int* n, int ldh, int smem_optin) {
+/* Variant's shared memory for these shapes into *smem; false outside the variants, the layout or smem_optin. */
+static bool sa_fits(int variant, int hh, int atoms, int nb, const int* n, int ldh, int smem_optin, size_t* smem) {
   int nblk = 0;
   if (variant < 0 || variant >= FH_SN_ARGMAX_VARIANTS || !shapes_fit(hh, atoms, nb, n, ldh, &nblk)) return false;
-  const size_t smem = sa_smem_bytes(nblk, kSaWarps[variant], kSaKeep[variant]);
-  return smem <= FH_HEADS_LOSS_SMEM_MAX && smem <= (size_t)smem_optin;
+  *smem = sa_smem_bytes(nblk, kSaWarps[variant], kSaKeep[variant]);
+  return *smem <= FH_HEADS_LOSS_SMEM_MAX && *smem <= (size_t)smem_optin;
+}
+
+bool fh_sn_argmax_supported(int variant, int hh, int atoms, int nb, const int* n, int ldh, int smem_optin) {
+  size_t smem = 0;
+  return sa_fits(variant, hh, atoms, nb, n, ldh, smem_optin, &smem);
 }
 
 fh_status fh_sn_argmax_setup() {
@@ -103,9 +109,8 @@ fh_status fh_sn_argmax_setup() {
 
 fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int variant, int max_blocks, cudaStream_t s) {
   if (a.B <= 0) return FH_OK;
-  int nblk = 0;
-  if (!fh_sn_argmax_supported(variant, kK, a.atoms, a.nb, a.n, a.ldh, FH_HEADS_LOSS_SMEM_MAX) ||
-      !shapes_fit(kK, a.atoms, a.nb, a.n, a.ldh, &nblk) || !a.H || !a.astar) {
+  size_t smem = 0;
+  if (!sa_fits(variant, kK, a.atoms, a.nb, a.n, a.ldh, FH_HEADS_LOSS_SMEM_MAX, &smem) || !a.H || !a.astar) {
     fh_cuda_set_error(__FILE__, __LINE__, "fh_launch_sn_argmax", "shapes or variant outside the s' argmax kernel");
     return FH_ERR_INVALID_ARGUMENT;
   }
@@ -114,7 +119,7 @@ fh_status fh_launch_sn_argmax(const fh_sn_argmax_args& a, int variant, int max_b
   const int tiles = (a.B + kRows - 1) / kRows;
   int blocks = (tiles + warps - 1) / warps;
   if (max_blocks > 0 && blocks > max_blocks) blocks = max_blocks;
-  kSaKernels[variant]<<<blocks, warps * 32, sa_smem_bytes(nblk, warps, kSaKeep[variant]), s>>>(a);
+  kSaKernels[variant]<<<blocks, warps * 32, smem, s>>>(a);
   FH_LAUNCH_CHECK();
   return FH_OK;
 }

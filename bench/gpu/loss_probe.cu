@@ -111,14 +111,19 @@ int main(int argc, char** argv) {
   for (int i = 0; i < B; ++i) {
     uint32_t packed = 0;
     for (int d = 0; d < nb; ++d) {
+      const uint16_t* arow = &hv[1][1 + d][(size_t)i * lda[d]];
+      double mean[64];
+      for (int j = 0; j < atoms; ++j) {
+        mean[j] = 0;
+        for (int b = 0; b < n[d]; ++b) mean[j] += bf2f(arow[b * atoms + j]);
+        mean[j] /= n[d];
+      }
       double best = -INFINITY;
       int bi = 0;
       for (int a = 0; a < n[d]; ++a) {
         double mx = -INFINITY, x[64];
         for (int j = 0; j < atoms; ++j) {
-          double mean = 0;
-          for (int b = 0; b < n[d]; ++b) mean += bf2f(hv[1][1 + d][(size_t)i * lda[d] + b * atoms + j]);
-          x[j] = bf2f(hv[1][0][(size_t)i * ldv + j]) + bf2f(hv[1][1 + d][(size_t)i * lda[d] + a * atoms + j]) - mean / n[d];
+          x[j] = bf2f(hv[1][0][(size_t)i * ldv + j]) + bf2f(arow[a * atoms + j]) - mean[j];
           mx = fmax(mx, x[j]);
         }
         double S = 0, A = 0;

@@ -171,6 +171,13 @@ export class RunStore {
     return rows.map(([id, fields]) => parseEntry(id, fields));
   }
 
+  /** The committed entry of one epoch (1-based), or undefined. */
+  async epoch(runId: string, epoch: number): Promise<EpochEntry | undefined> {
+    const id = Keys.epochEntryId(epoch);
+    const [row] = await this.redis.xrange(this.keys.run(runId).epochs, id, id);
+    return row === undefined ? undefined : parseEntry(row[0], row[1]);
+  }
+
   /** Delete a run and everything under it (tests and cleanup). */
   async delete(runId: string): Promise<void> {
     const k = this.keys.run(runId);

@@ -15,6 +15,7 @@ import type { CancelRunResult } from '../queue/cancel.js';
 import { epochsJobId } from '../queue/queues.js';
 import { RunStore } from '../redis/runs.js';
 import { cancelSweepState } from './asha.js';
+import { trialEpoch } from './hooks.js';
 import { finishSweep, requireSweep } from './runner.js';
 import type { SweepContext } from './runner.js';
 import { SweepStore } from './store.js';
@@ -66,14 +67,15 @@ export async function cancelSweep(ctx: SweepContext, sweepId: string): Promise<S
       if (r.cancelled || byHook) {
         report.runs.push(r);
       } else if (r.before === 'completed' && state.held.includes(t.runId)) {
-        // its last epoch was committed between the cancel script and here: the trial completed, with the metric of
-        // that epoch where the run's stream has it (its hook, if it runs, records the same)
-        const last = (await runs.epochs(t.runId, rec.maxEpochs - 1)).find((e) => e.epoch === rec.maxEpochs);
+        // its last epoch was committed between the cancel script and here: that epoch's report is replayed, as resume
+        // replays a lost one, and the trial hook ends the trial completed with the epoch's metric
+        const last = await runs.epoch(t.runId, rec.maxEpochs);
         if (last !== undefined) {
-          const raw = last.scalars[rec.metric];
-          await store.recordEpoch(sweepId, t.runId, rec.maxEpochs, typeof raw === 'number' ? raw : null);
+          await trialEpoch({ redis: ctx.redis, keys: ctx.keys, queue: ctx.queue, runId: t.runId, sweepId, epoch: last.epoch,
+            scalars: last.scalars });
+        } else {
+          await store.completeCancelledTrial(sweepId, t.runId);
         }
-        await store.completeCancelledTrial(sweepId, t.runId);
         report.completed.push(t.runId);
       }
       continue;

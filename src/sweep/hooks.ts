@@ -95,8 +95,8 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
   const metric = metricOf(args.scalars);
   if ((status === 'cancelled' || status === 'completed') && args.epoch >= rec.maxEpochs) {
     // the sweep was cancelled while this, the trial's last epoch, was being committed: the commit made the run
-    // completed, and the trial is completed with its metric (sweep-cancel, finding the run completed, may have marked
-    // it so already; it records the metric too where the run's stream has it)
+    // completed, and the trial is completed with its metric (sweep-cancel, finding the run completed, replays this
+    // report from the run's stream, so it may come twice)
     await store.recordEpoch(rec.id, args.runId, args.epoch, metric);
     if (status === 'cancelled') await store.completeCancelledTrial(rec.id, args.runId);
     return { action: 'stop', status: 'completed' };
@@ -118,7 +118,7 @@ export async function trialEpoch(args: TrialEpochArgs): Promise<TrialEpochResult
     let m = metric;
     if (rung !== args.epoch) {
       if (await ctx.redis.hexists(k.decisions, `${args.runId}:${rung}`) === 1) continue;
-      const entry = (await runs.epochs(args.runId, rung - 1)).find((e) => e.epoch === rung);
+      const entry = await runs.epoch(args.runId, rung);
       if (entry === undefined) continue;
       m = metricOf(entry.scalars);
     }

@@ -46,7 +46,7 @@ export async function resumeSweep(ctx: SweepContext, sweepId: string): Promise<R
     if (LIVE.has(state)) continue;
     const run = await runs.get(t.runId);
     if (run !== null && run.committedEpoch > 0) {
-      const last = (await runs.epochs(t.runId, run.committedEpoch - 1)).find((e) => e.epoch === run.committedEpoch);
+      const last = await runs.epoch(t.runId, run.committedEpoch);
       if (last !== undefined) {
         const r = await trialEpoch({ redis: ctx.redis, keys: ctx.keys, queue: ctx.queue, runId: t.runId, sweepId, epoch: last.epoch, scalars: last.scalars });
         if (r.action === 'stop') {

@@ -459,10 +459,10 @@ static fh_status net_sn_argmax(fh_net* net, fh_net_pass& P, int32_t Bs) {
 }
 
 /* Forward of pass p over B rows of x; masks: also store pass 0's ReLU masks (fused backward); heads: the head
- * outputs too (not when the loss computes them, heads_loss); sn_split (the train step's online([s; s']) with
- * sn_argmax): the head outputs of the first B / 2 rows only, and online(s')'s a*_d from the others (net_sn_argmax). */
+ * outputs too (not when the loss computes them, heads_loss); with sn_argmax, the train step's online([s; s']) (pass 0)
+ * computes the head outputs of its first B / 2 rows only, and online(s')'s a*_d from the others (net_sn_argmax). */
 static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int32_t B, int want_q, bool masks,
-                               bool heads = true, bool sn_split = false) {
+                               bool heads = true) {
   const fh_layout& L = net->L;
   fh_net_pass& P = net->pass[p];
   const fh_dtype op = net->op;
@@ -476,6 +476,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
   const bool train_pass = p != 1;
   if (train_pass && (net->knockout & (p == 0 ? FH_KO_ONLINE : FH_KO_TARGET))) return FH_OK;
   const bool streamed = p == 0 && which == 0 && net->heads_out && heads && !(net->knockout & FH_KO_HEADS);
+  const bool sn_split = p == 0 && which == 0 && net->sn_argmax;
   if (p == 2 && which == 1 && op == FH_BF16 && net->tp1 && net->tp1->on && net->tp1_bars) {
     FH_TRY(fh_net_layer1_from_table(net, *net->tp1, x, net->tp1_bars, B, P.a1, P.s));
   } else if (p == 0 && which == 0 && net->pair && net->l1g.on) {
@@ -509,7 +510,7 @@ static fh_status net_forward_x(fh_net* net, int p, int which, const void* x, int
                      fh_byte_ptr(S, L.bH, op), FH_EPI_RELU_BIAS, P.ah, op, HH, m ? net->maskh : none));
   if (!heads || (train_pass && (net->knockout & FH_KO_HEADS))) {
   } else if (sn_split) {
-    if (B % 2 || p != 0 || which != 0 || !net->sn_argmax) return FH_ERR_INVALID_ARGUMENT;
+    if (B % 2) return FH_ERR_INVALID_ARGUMENT;
     /* the kernel queued before the head GEMMs (it takes its SMs first) or, with sn_late, after them */
     if (!net->sn_late) FH_TRY(net_sn_argmax(net, P, B / 2));
     FH_TRY(net_heads(net, p, S, M, B / 2));
@@ -549,14 +550,12 @@ static fh_status net_heads(fh_net* net, int p, const void* S, const float* M, in
   return net_heads_cublaslt(net, p, S, M, B);
 }
 
-fh_status fh_net_train_heads(fh_net* net, int32_t B) {
-  return net->heads_loss ? net_heads(net, 0, net->online_sh, net->online, B) : FH_OK;
-}
-
 fh_status fh_net_heads_rows(fh_net* net, int32_t rows) {
   if (rows <= 0 || rows > net->pass[0].cap) return FH_ERR_INVALID_ARGUMENT;
   return net_heads(net, 0, net->online_sh, net->online, rows);
 }
+
+fh_status fh_net_train_heads(fh_net* net, int32_t B) { return net->heads_loss ? fh_net_heads_rows(net, B) : FH_OK; }
 
 /* With heads_sm >= level, in a training pass (not the collection's pass 1): head k's share of the SMs for its GEMMs
  * beside the other heads' (in proportion to its columns, at least 8); else 0 (the target already set). The train
@@ -917,7 +916,7 @@ static fh_status fh_net_train_forwards(fh_net* net, int32_t B, bool target_ready
     FH_CUDA_TRY(cudaEventRecord(P0.join[0], P0.s));
     FH_CUDA_TRY(cudaStreamWaitEvent(P2.s, P0.join[0], 0));
   }
-  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true, !net->heads_loss, net->sn_argmax != 0));
+  FH_TRY(net_forward_x(net, 0, 0, P0.x, 2 * B, 0, true, !net->heads_loss));
   if (!target_ready) {
     FH_TRY(net_forward_x(net, 2, 1, fh_net_next_obs(net, B), B, 0, false));
     FH_CUDA_TRY(cudaEventRecord(P2.join[0], P2.s));

@@ -102,7 +102,7 @@ struct fh_net {
   int heads_loss;               /* opt-in (FH_HEADS_LOSS=1), bf16 mode with bf16 train logits, C51, shapes that
                                    fh_heads_loss_supported takes: the training passes' head outputs of online(s) and
                                    online(s') run inside the loss kernel (kernels/heads_loss.cu), no logits stored */
-  int sn_argmax;                /* opt-in (FH_SN_ARGMAX=1..4: the kernel's variant + 1, sn_argmax.cu; 0 off), bf16 mode with
+  int sn_argmax;                /* opt-in (FH_SN_ARGMAX=1..3: the kernel's variant + 1, sn_argmax.cu; 0 off), bf16 mode with
                                    bf16 train logits, C51, shapes that fh_sn_argmax_supported takes, none of heads_loss,
                                    heads_out, mma_heads: in the train step the head GEMMs run over online(s)'s B rows
                                    alone, kernels/sn_argmax.cu computes online(s')'s a*_d from its head activations on
